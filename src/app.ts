@@ -1,0 +1,92 @@
+import { OpenAPIHono } from "@hono/zod-openapi";
+import { bodyLimit } from "hono/body-limit";
+import { requestId } from "hono/request-id";
+import { managementAuth, tokenVerifier } from "./auth/management-auth.ts";
+import type { Deps } from "./core/context.ts";
+import { PayloadTooLargeError, ServiceError } from "./core/errors.ts";
+import { healthRouter, type ReadinessChecks } from "./http/health.router.ts";
+import { defaultHook } from "./http/openapi.ts";
+import { problemFromError, problemResponse } from "./http/problem.ts";
+import { runsRouter } from "./runs/runs.router.ts";
+import { signalTypesRouter } from "./signal-types/signal-types.router.ts";
+import { signalsRouter } from "./signals/signals.router.ts";
+import type { WaitWatchers } from "./waits/wait-watchers.ts";
+import { waitsRouter } from "./waits/waits.router.ts";
+
+export interface AppDeps extends Deps {
+  watchers: WaitWatchers;
+  readiness: ReadinessChecks;
+  /** Aborted on SIGTERM: held long-polls answer at once. */
+  shutdown: AbortSignal;
+}
+
+const PUBLIC_PATHS = new Set(["/healthz", "/readyz", "/metrics", "/openapi.json", "/docs"]);
+const INTAKE = /^\/signals\/[^/]+\/[^/]+$/;
+const isIntake = (method: string, path: string) => method === "POST" && INTAKE.test(path) && path !== "/signals/batch";
+
+export const OPENAPI_CONFIG = {
+  openapi: "3.1.0",
+  info: {
+    title: "signalbox",
+    version: "0.1.0",
+    description: "A signal broker for workflow engines: waits, signals, timeouts and resume callbacks.",
+  },
+};
+
+export function createApp(deps: AppDeps) {
+  const verifyToken = tokenVerifier(deps.secrets.apiKeys);
+  const app = new OpenAPIHono({ defaultHook });
+
+  app.use(requestId());
+  app.use(async function accessLog(c, next) {
+    const started = performance.now();
+    await next();
+    deps.log.info(
+      { requestId: c.get("requestId"), method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(performance.now() - started) },
+      "request",
+    );
+  });
+  app.use(async function limitBody(c, next) {
+    if (isIntake(c.req.method, c.req.path)) return next(); // intake reads and caps its raw body itself
+    return bodyLimit({
+      maxSize: deps.config.SIGNALBOX_MAX_BODY_BYTES,
+      onError: () => {
+        throw new PayloadTooLargeError(`the body is larger than ${deps.config.SIGNALBOX_MAX_BODY_BYTES} bytes`);
+      },
+    })(c, next);
+  });
+  app.use(managementAuth({ skip: (method, path) => PUBLIC_PATHS.has(path) || isIntake(method, path), verify: verifyToken }));
+
+  app.route("/", healthRouter(deps.readiness));
+  app.route("/", signalTypesRouter(deps));
+  app.route("/", waitsRouter(deps));
+  app.route("/", signalsRouter({ ...deps, isManagementToken: verifyToken, onUnauthenticated: () => {} }));
+  app.route("/", runsRouter(deps));
+
+  app.openAPIRegistry.registerComponent("securitySchemes", "bearerAuth", {
+    type: "http",
+    scheme: "bearer",
+    description: "A key from SIGNALBOX_API_KEYS, or a JWT (HS256 with SIGNALBOX_JWT_SECRET, or SIGNALBOX_JWKS_URL)",
+  });
+  app.doc31("/openapi.json", OPENAPI_CONFIG);
+
+  app.notFound((c) => problemResponse(c, { type: "https://signalbox.dev/problems/not-found", title: "Not Found", status: 404, detail: `no route for ${c.req.method} ${c.req.path}` }));
+  app.onError((err, c) => {
+    if (err instanceof ServiceError) {
+      return problemResponse(c, problemFromError(err), err.status === 401 ? { "www-authenticate": 'Bearer realm="signalbox"' } : {});
+    }
+    const status = (err as { status?: unknown }).status;
+    if (typeof status === "number" && status >= 400 && status < 500) {
+      // hono's own HTTPExceptions (e.g. a malformed JSON body): a client error, said plainly.
+      return problemResponse(c, { type: "https://signalbox.dev/problems/bad-request", title: "Bad Request", status, detail: err.message || "malformed request" });
+    }
+    deps.log.error({ err, requestId: c.get("requestId") }, "unhandled error");
+    return problemResponse(c, {
+      type: "https://signalbox.dev/problems/internal",
+      title: "Internal Server Error",
+      status: 500,
+      detail: `unexpected error; quote request id ${c.get("requestId")} when reporting it`,
+    });
+  });
+  return app;
+}

@@ -1,0 +1,36 @@
+import fs from "node:fs/promises";
+import path from "node:path";
+import { randomBytes } from "node:crypto";
+import type { Config } from "../config.ts";
+import type { Log } from "../core/logger.ts";
+import { callbackKey } from "../delivery/sign-webhook.ts";
+
+/**
+ * The management keys and the callback signing key. When not configured, they are generated
+ * once and kept in the data dir (mode 0600), so a bare `npm start` is usable and stays stable
+ * across restarts. Their values are never logged: only where to find them.
+ */
+export async function bootstrapSecrets(config: Config, log: Log): Promise<{ apiKeys: string[]; callbackSecret: Uint8Array }> {
+  let apiKeys = config.SIGNALBOX_API_KEYS;
+  if (apiKeys.length === 0 && !config.SIGNALBOX_JWT_SECRET && !config.SIGNALBOX_JWKS_URL) {
+    const file = path.resolve(config.SIGNALBOX_DATA_DIR, "api-key");
+    apiKeys = [await readOrCreate(file, () => `sbk_${randomBytes(24).toString("base64url")}`)];
+    log.warn({ file }, "SIGNALBOX_API_KEYS is not set: using the generated management key stored in this file");
+  }
+  let secret = config.SIGNALBOX_CALLBACK_SECRET;
+  if (!secret) {
+    const file = path.resolve(config.SIGNALBOX_DATA_DIR, "callback-secret");
+    secret = await readOrCreate(file, () => `whsec_${randomBytes(32).toString("base64")}`);
+    log.warn({ file }, "SIGNALBOX_CALLBACK_SECRET is not set: callbacks are signed with the generated secret stored in this file");
+  }
+  return { apiKeys, callbackSecret: callbackKey(secret) };
+}
+
+async function readOrCreate(file: string, make: () => string): Promise<string> {
+  const existing = await fs.readFile(file, "utf8").catch(() => null);
+  if (existing?.trim()) return existing.trim();
+  await fs.mkdir(path.dirname(file), { recursive: true });
+  const value = make();
+  await fs.writeFile(file, value + "\n", { mode: 0o600 });
+  return value;
+}

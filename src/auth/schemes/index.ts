@@ -1,0 +1,3 @@
+export { AUTH_SCHEMES, verifySignature } from "./verify-signature.ts";
+export type { AuthScheme, SignatureAuth, SignatureHeaders, VerifyResult } from "./verify-signature.ts";
+export { standardWebhooksKey } from "./standard-webhooks.ts";

@@ -1,0 +1,38 @@
+import { z } from "zod";
+
+/** Every environment variable signalbox reads, parsed once. `main.ts` is the only caller with `process.env`. */
+const csv = z
+  .string()
+  .optional()
+  .transform((v) => (v ?? "").split(",").map((s) => s.trim()).filter((s) => s.length > 0));
+
+const ConfigSchema = z.object({
+  PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  DATABASE_URL: z.string().url().optional(),
+  SIGNALBOX_DATA_DIR: z.string().min(1).default("./.signalbox"),
+  SIGNALBOX_API_KEYS: csv,
+  SIGNALBOX_JWT_SECRET: z.string().min(32, "SIGNALBOX_JWT_SECRET must be at least 32 bytes").optional(),
+  SIGNALBOX_JWKS_URL: z.string().url().optional(),
+  SIGNALBOX_CALLBACK_SECRET: z.string().min(1).optional(),
+  SIGNALBOX_MAX_BODY_BYTES: z.coerce.number().int().positive().default(1024 * 1024),
+  SIGNALBOX_DELIVERY_BACKOFF_S: z.coerce.number().positive().default(1),
+  SIGNALBOX_DELIVERY_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(100).default(10),
+  SIGNALBOX_SIGNAL_TYPES_FILE: z.string().min(1).optional(),
+  SIGNALBOX_PUBLIC_URL: z.string().url().optional(),
+  SIGNALBOX_DB_POOL_SIZE: z.coerce.number().int().min(1).max(100).default(8),
+  SIGNALBOX_WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(100).default(8),
+  SIGNALBOX_POLL_INTERVAL_MS: z.coerce.number().int().min(50).default(250),
+  SIGNALBOX_WORKER_STALE_S: z.coerce.number().positive().default(60),
+  LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
+});
+
+export type Config = z.infer<typeof ConfigSchema>;
+
+export function loadConfig(env: Record<string, string | undefined>): Config {
+  const parsed = ConfigSchema.safeParse(env);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`);
+    throw new Error(`invalid configuration:\n  ${lines.join("\n  ")}`);
+  }
+  return parsed.data;
+}

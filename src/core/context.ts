@@ -1,0 +1,39 @@
+import type { Config } from "../config.ts";
+import type { Db, Tx } from "../db/client.ts";
+import type { Log } from "./logger.ts";
+
+/** What every verb may use. Built once in main.ts (or per test) and injected; nothing reads globals. */
+export interface Deps {
+  db: Db;
+  config: Config;
+  log: Log;
+  /** Secrets generated or loaded at start (callback signing key, API keys). */
+  secrets: { callbackSecret: Uint8Array; apiKeys: string[] };
+}
+
+const RETRYABLE = new Set(["40001", "40P01"]); // serialization failure, deadlock
+
+/**
+ * Runs `fn` in one transaction, retrying a few times when Postgres reports a serialization
+ * failure or deadlock (the transaction rolled back whole, so running it again is safe).
+ */
+export async function withTransaction<T>(db: Db, fn: (tx: Tx) => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await db.transaction(fn);
+    } catch (err) {
+      const code = pgCode(err);
+      if (attempt >= 5 || !code || !RETRYABLE.has(code)) throw err;
+    }
+  }
+}
+
+export function pgCode(err: unknown): string | undefined {
+  let e: unknown = err;
+  for (let i = 0; i < 3 && e && typeof e === "object"; i++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === "string" && code.length === 5) return code;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return undefined;
+}

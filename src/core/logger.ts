@@ -1,0 +1,22 @@
+import pino, { type Logger as Pino } from "pino";
+import { Logger as WorkerLogger } from "graphile-worker";
+
+export type Log = Pino;
+
+/** Structured JSON logs. Secrets, tokens and payloads are never passed to the logger; redact as a backstop. */
+export function createLogger(level: string): Log {
+  return pino({
+    level,
+    base: { service: "signalbox" },
+    redact: { paths: ["*.authorization", "*.secret", "*.secrets", "*.password", "*.payload"], censor: "[redacted]" },
+  });
+}
+
+/** graphile-worker's logger, routed into ours. */
+export function workerLogger(log: Log): WorkerLogger {
+  return new WorkerLogger((scope) => (level, message, meta) => {
+    const fields = { scope: { label: scope.label, taskIdentifier: scope.taskIdentifier, jobId: scope.jobId }, ...meta };
+    const method = level === "error" ? "error" : level === "warning" ? "warn" : level === "info" ? "info" : "debug";
+    log[method](fields, message);
+  });
+}

@@ -1,0 +1,142 @@
+import { sql } from "drizzle-orm";
+import {
+  bigint,
+  check,
+  index,
+  integer,
+  jsonb,
+  pgSchema,
+  text,
+  timestamp,
+  uniqueIndex,
+} from "drizzle-orm/pg-core";
+
+/** All of signalbox's tables live in their own schema, beside graphile_worker's. */
+export const signalbox = pgSchema("signalbox");
+
+// Millisecond precision: a JS Date round-trips exactly, so keyset cursors built from Dates are exact.
+const tz = (name: string) => timestamp(name, { withTimezone: true, mode: "date", precision: 3 });
+
+export const signalTypes = signalbox.table("signal_types", {
+  name: text("name").primaryKey(),
+  description: text("description"),
+  /** JSON Schema (2020-12) the payload must satisfy; null accepts any JSON. */
+  schema: jsonb("schema"),
+  /** {scheme, secrets, tolerance_s, header, run_pointer}; secrets never leave the server. */
+  auth: jsonb("auth").notNull(),
+  bufferTtlS: integer("buffer_ttl_s").notNull().default(0),
+  responses: jsonb("responses").$type<string[] | null>(),
+  createdAt: tz("created_at").notNull().defaultNow(),
+  updatedAt: tz("updated_at").notNull().defaultNow(),
+});
+
+/** One row per run ever seen. Its row lock serialises everything that happens to that run. */
+export const runs = signalbox.table(
+  "runs",
+  {
+    runId: text("run_id").primaryKey(),
+    status: text("status").notNull().default("active"),
+    /** The last `sequence` handed to an accepted signal of this run (gapless, starts at 1). */
+    lastSequence: bigint("last_sequence", { mode: "number" }).notNull().default(0),
+    cancelReason: text("cancel_reason"),
+    cancelledBy: text("cancelled_by"),
+    cancelledAt: tz("cancelled_at"),
+    createdAt: tz("created_at").notNull().defaultNow(),
+  },
+  (t) => [check("runs_status", sql`${t.status} in ('active', 'cancelled')`)],
+);
+
+export const waits = signalbox.table(
+  "waits",
+  {
+    id: text("id").primaryKey(),
+    runId: text("run_id").notNull(),
+    signal: text("signal").notNull(),
+    key: text("key"),
+    status: text("status").notNull().default("waiting"),
+    createdAt: tz("created_at").notNull().defaultNow(),
+    timeoutAt: tz("timeout_at"),
+    resolvedAt: tz("resolved_at"),
+    metadata: jsonb("metadata").notNull().default({}),
+    callbackUrl: text("callback_url"),
+    /** The signal that resolved this wait (status = received). */
+    signalId: text("signal_id"),
+    /** The event (signal.received / timeout / cancelled) the callback carries; its id is the webhook-id. */
+    resolutionEventId: bigint("resolution_event_id", { mode: "number" }),
+    deliveryStatus: text("delivery_status").notNull().default("none"),
+    deliveryAttempts: integer("delivery_attempts").notNull().default(0),
+    deliveryLastError: text("delivery_last_error"),
+  },
+  (t) => [
+    check("waits_status", sql`${t.status} in ('waiting', 'received', 'timed_out', 'cancelled')`),
+    check("waits_resolved_at", sql`(${t.status} = 'waiting') = (${t.resolvedAt} is null)`),
+    check("waits_received_has_signal", sql`(${t.status} = 'received') = (${t.signalId} is not null)`),
+    check("waits_delivery_status", sql`${t.deliveryStatus} in ('none', 'pending', 'delivered', 'failed')`),
+    // Idempotent creation: the same run and key is the same wait.
+    uniqueIndex("waits_run_key").on(t.runId, t.key).where(sql`${t.key} is not null`),
+    // At most one open wait per run and signal name.
+    uniqueIndex("waits_one_open").on(t.runId, t.signal).where(sql`${t.status} = 'waiting'`),
+    index("waits_run_created").on(t.runId, t.createdAt, t.id),
+    index("waits_signal_status_created").on(t.signal, t.status, t.createdAt, t.id),
+    index("waits_status_created").on(t.status, t.createdAt, t.id),
+    index("waits_open_deadline").on(t.timeoutAt).where(sql`${t.status} = 'waiting'`),
+    index("waits_metadata").using("gin", sql`${t.metadata} jsonb_path_ops`),
+  ],
+);
+
+export const signals = signalbox.table(
+  "signals",
+  {
+    id: text("id").primaryKey(),
+    runId: text("run_id").notNull(),
+    signal: text("signal").notNull(),
+    /** Set only on accepted signals (received or buffered). */
+    sequence: bigint("sequence", { mode: "number" }),
+    outcome: text("outcome").notNull(),
+    /** The payload exactly as received (JSON text), never re-serialised. */
+    payload: text("payload"),
+    payloadHash: text("payload_hash"),
+    idempotencyKey: text("idempotency_key"),
+    validationErrors: jsonb("validation_errors"),
+    receivedAt: tz("received_at").notNull().defaultNow(),
+    /** The wait this signal resolved: at once (received) or later (a buffered signal consumed). */
+    waitId: text("wait_id"),
+    /** Buffered signals: usable until then; consumed ones have wait_id set. */
+    bufferExpiresAt: tz("buffer_expires_at"),
+  },
+  (t) => [
+    check("signals_accepted_have_sequence", sql`(${t.outcome} in ('received', 'buffered')) = (${t.sequence} is not null)`),
+    uniqueIndex("signals_run_sequence").on(t.runId, t.sequence).where(sql`${t.sequence} is not null`),
+    // Idempotency: one accepted signal per run, name and key.
+    uniqueIndex("signals_idempotency")
+      .on(t.runId, t.signal, t.idempotencyKey)
+      .where(sql`${t.idempotencyKey} is not null and ${t.sequence} is not null`),
+    index("signals_run_received").on(t.runId, t.receivedAt, t.id),
+    index("signals_outcome_received").on(t.outcome, t.receivedAt, t.id),
+    index("signals_received").on(t.receivedAt, t.id),
+    index("signals_buffered_open")
+      .on(t.runId, t.signal, t.receivedAt)
+      .where(sql`${t.outcome} = 'buffered' and ${t.waitId} is null`),
+  ],
+);
+
+/** A run's history, oldest first by id. */
+export const events = signalbox.table(
+  "events",
+  {
+    id: bigint("id", { mode: "number" }).primaryKey().generatedByDefaultAsIdentity(),
+    runId: text("run_id").notNull(),
+    type: text("type").notNull(),
+    waitId: text("wait_id"),
+    signalId: text("signal_id"),
+    data: jsonb("data").notNull().default({}),
+    occurredAt: tz("occurred_at").notNull().defaultNow(),
+  },
+  (t) => [index("events_run_id").on(t.runId, t.id)],
+);
+
+/** Liveness of each process's job worker pool, so jobs a dead process had locked are released. */
+export const workerPools = signalbox.table("worker_pools", {
+  poolId: text("pool_id").primaryKey(),
+  seenAt: tz("seen_at").notNull().defaultNow(),
+});

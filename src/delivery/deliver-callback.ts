@@ -1,0 +1,65 @@
+import { eq, sql } from "drizzle-orm";
+import { withTransaction, type Deps } from "../core/context.ts";
+import { events } from "../db/schema.ts";
+import { eventId } from "../events/events.queries.ts";
+import { addJob, jobKeys } from "../jobs/enqueue.ts";
+import { toWaitResource } from "../waits/wait-view.ts";
+import { findWait } from "../waits/waits.queries.ts";
+import { classifyAttempt, retryDelayS, type AttemptVerdict } from "./classify-response.ts";
+import { signWebhook } from "./sign-webhook.ts";
+
+const ATTEMPT_TIMEOUT_MS = 10_000;
+
+/**
+ * The delivery job: POSTs the wait's resolution event to its callback_url, signed per Standard
+ * Webhooks (webhook-id = the event id, the same on every retry), then records the attempt and,
+ * when it may still pass, schedules the next one with our own backoff.
+ */
+export async function deliverCallback(deps: Pick<Deps, "db" | "config" | "secrets" | "log">, waitId: string, abort?: AbortSignal): Promise<AttemptVerdict | "skipped"> {
+  const wait = await findWait(deps.db, waitId);
+  if (!wait || wait.deliveryStatus !== "pending" || !wait.callbackUrl || wait.resolutionEventId === null) return "skipped";
+  const [event] = await deps.db.select().from(events).where(eq(events.id, wait.resolutionEventId));
+  if (!event) return "skipped";
+
+  const id = eventId(event.id);
+  const body = JSON.stringify({ id, type: event.type, occurred_at: event.occurredAt.toISOString(), wait: toWaitResource(wait) });
+  const headers = { "content-type": "application/json", "user-agent": "signalbox", ...signWebhook(deps.secrets.callbackSecret, id, Math.floor(Date.now() / 1000), body) };
+  let status: number | undefined;
+  let error: string | null = null;
+  try {
+    const timeout = AbortSignal.timeout(ATTEMPT_TIMEOUT_MS);
+    const res = await fetch(wait.callbackUrl, { method: "POST", body, headers, redirect: "manual", signal: abort ? AbortSignal.any([abort, timeout]) : timeout });
+    status = res.status;
+    await res.body?.cancel().catch(() => {});
+    if (status < 200 || status >= 300) error = `HTTP ${status}`;
+  } catch (err) {
+    error = `request failed: ${describe(err)}`;
+  }
+  const verdict = classifyAttempt(status);
+  await recordAttempt(deps, waitId, wait.deliveryAttempts, verdict, error);
+  deps.log.info({ waitId, eventId: id, status, verdict, attempt: wait.deliveryAttempts + 1 }, "callback attempt");
+  return verdict;
+}
+
+async function recordAttempt(deps: Pick<Deps, "db" | "config">, waitId: string, attemptsBefore: number, verdict: AttemptVerdict, error: string | null) {
+  const attempt = attemptsBefore + 1;
+  const retry = verdict === "retry" && attempt < deps.config.SIGNALBOX_DELIVERY_MAX_ATTEMPTS;
+  const status = verdict === "delivered" ? "delivered" : retry ? "pending" : "failed";
+  await withTransaction(deps.db, async (tx) => {
+    // Compare-and-set on the attempt count: a concurrent redelivery or duplicate job records nothing twice.
+    const rows = await tx.execute(sql`
+      update signalbox.waits set delivery_attempts = ${attempt}::int, delivery_status = ${status}::text, delivery_last_error = ${error}::text
+      where id = ${waitId}::text and delivery_status = 'pending' and delivery_attempts = ${attemptsBefore}::int
+      returning id`);
+    if (rows.length === 1 && retry) {
+      const delayS = retryDelayS(deps.config.SIGNALBOX_DELIVERY_BACKOFF_S, attempt);
+      await addJob(tx, "deliver_callback", { id: waitId }, { runAt: sql`now() + ${delayS}::double precision * interval '1 second'`, jobKey: jobKeys.deliver(waitId) });
+    }
+  });
+}
+
+function describe(err: unknown): string {
+  const e = err as { name?: string; message?: string; cause?: { code?: string; message?: string } };
+  if (e?.name === "TimeoutError") return `no answer within ${ATTEMPT_TIMEOUT_MS / 1000} s`;
+  return e?.cause?.code ?? e?.cause?.message ?? e?.message ?? "unknown error";
+}

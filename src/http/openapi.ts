@@ -1,0 +1,60 @@
+import { z } from "@hono/zod-openapi";
+import type { Hook } from "@hono/zod-openapi";
+import type { Env } from "hono";
+import type { ZodError } from "zod";
+import { escapePointer } from "../signal-types/payload-schema.ts";
+import { badRequest, ProblemSchema, problemResponse } from "./problem.ts";
+
+/** Shared problem responses, spread into every route so the document lists what can happen. */
+const problem = (description: string) => ({ description, content: { "application/problem+json": { schema: ProblemSchema } } });
+export const problems = {
+  400: problem("Malformed request: path, query or body"),
+  401: problem("Missing or invalid credentials"),
+  404: problem("No such resource"),
+  409: problem("Conflicts with the current state"),
+  413: problem("Body larger than SIGNALBOX_MAX_BODY_BYTES"),
+  422: problem("A payload that breaks its schema, or an invalid JSON Schema"),
+  500: problem("Unexpected server error (the detail carries only the request id)"),
+};
+export const commonProblems = { 400: problems[400], 401: problems[401], 500: problems[500] };
+
+export const bearerSecurity = [{ bearerAuth: [] as string[] }];
+
+export const RunIdSchema = z
+  .string()
+  .regex(/^[A-Za-z0-9._:@-]{1,200}$/, "must be 1 to 200 characters from A-Z a-z 0-9 . _ : @ -")
+  .openapi({ example: "order-17" });
+export const SignalNameSchema = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/, "must be 1 to 100 characters from A-Z a-z 0-9 . _ -, starting with a letter or digit")
+  .openapi({ example: "manager-approval" });
+export const WaitIdSchema = z.string().min(1).max(100).openapi({ example: "wt_01jb2m3k4n5p6q7r8s9t0v1w2x3y" });
+
+export const LimitQuery = z.coerce.number().int().min(1).max(500).default(50).openapi({ description: "Page size (max 500)", example: 50 });
+export const CursorQuery = z.string().max(400).optional().openapi({ description: "next_cursor from the previous page" });
+
+export const listOf = <T extends z.ZodTypeAny>(item: T, name: string) =>
+  z.object({ items: z.array(item), next_cursor: z.string().nullable() }).openapi(name);
+
+export const json = <T extends z.ZodTypeAny>(schema: T, description: string) => ({
+  description,
+  content: { "application/json": { schema } },
+});
+
+/** Turns zod failures into problem+json 400s with every violation as a JSON Pointer. */
+export function zodIssues(error: ZodError) {
+  return error.issues.slice(0, 20).map((i) => ({
+    path: i.path.length === 0 ? "" : "/" + i.path.map((p) => escapePointer(String(p))).join("/"),
+    message: i.message,
+  }));
+}
+
+export const defaultHook: Hook<unknown, Env, string, unknown> = (result, c) => {
+  if (!result.success) {
+    const issues = zodIssues(result.error as ZodError);
+    const where = result.target === "json" ? "body" : result.target;
+    const summary = issues.map((i) => `${i.path || "(root)"}: ${i.message}`).join("; ");
+    return problemResponse(c, badRequest(`invalid ${where}: ${summary}`, issues));
+  }
+  return undefined;
+};

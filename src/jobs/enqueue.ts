@@ -1,0 +1,54 @@
+import { sql, type SQL } from "drizzle-orm";
+import type { Queryable } from "../db/client.ts";
+
+/** The graphile-worker tasks signalbox defines; the task list in worker/tasks.ts maps each to a verb. */
+export type TaskName = "expire_wait" | "deliver_callback" | "sweep";
+
+export interface JobOptions {
+  /** When to run; a SQL expression so deadlines stay on the database clock. Default: now. */
+  runAt?: SQL;
+  jobKey?: string;
+  maxAttempts?: number;
+  /** "preserve_run_at" keeps an earlier pending run time for the same key. */
+  jobKeyMode?: "replace" | "preserve_run_at";
+}
+
+/**
+ * Enqueues a job through the caller's transaction, so the job exists if and only if the
+ * state change that needs it commits. The only place that writes graphile_worker SQL.
+ */
+export async function addJob(tx: Queryable, task: TaskName, payload: Record<string, unknown>, opts: JobOptions = {}) {
+  const rows = await tx.execute<{ id: string | null }>(sql`
+    select id from graphile_worker.add_job(
+      ${task}::text,
+      ${JSON.stringify(payload)}::json,
+      run_at := ${opts.runAt ?? sql`now()`},
+      max_attempts := ${opts.maxAttempts ?? 25}::int,
+      job_key := ${opts.jobKey ?? null}::text,
+      job_key_mode := ${opts.jobKeyMode ?? "replace"}::text)`);
+  // graphile/worker#580: under contention on one key add_job can return a null row; retry the tx.
+  if (!rows[0]?.id) throw Object.assign(new Error("add_job returned no job"), { code: "40001" });
+}
+
+/** Enqueues one job per id (set-based: one statement for any number of waits). */
+export async function addJobsForIds(tx: Queryable, task: TaskName, ids: string[], keyPrefix: string) {
+  if (ids.length === 0) return;
+  await tx.execute(sql`
+    select graphile_worker.add_job(${task}::text, json_build_object('id', ids.id), job_key := ${keyPrefix}::text || ids.id)
+    from json_array_elements_text(${JSON.stringify(ids)}::json) as ids(id)`);
+}
+
+/**
+ * Removes pending jobs by key. A job already running is not stopped (graphile-worker cannot);
+ * every task is a compare-and-set on our rows, so a late one changes nothing.
+ */
+export async function removeJobs(tx: Queryable, keys: string[]) {
+  if (keys.length === 0) return;
+  await tx.execute(sql`
+    select graphile_worker.remove_job(k) from json_array_elements_text(${JSON.stringify(keys)}::json) as k`);
+}
+
+export const jobKeys = {
+  expire: (waitId: string) => `expire:${waitId}`,
+  deliver: (waitId: string) => `deliver:${waitId}`,
+};

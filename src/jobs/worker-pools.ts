@@ -1,0 +1,38 @@
+import { sql } from "drizzle-orm";
+import type { Queryable } from "../db/client.ts";
+import { addJob } from "./enqueue.ts";
+
+/** Records that this process's job worker pool is alive. */
+export async function heartbeat(q: Queryable, poolId: string): Promise<void> {
+  await q.execute(sql`
+    insert into signalbox.worker_pools (pool_id, seen_at) values (${poolId}::text, now())
+    on conflict (pool_id) do update set seen_at = now()`);
+}
+
+export async function forgetPool(q: Queryable, poolId: string): Promise<void> {
+  await q.execute(sql`delete from signalbox.worker_pools where pool_id = ${poolId}::text`);
+}
+
+/**
+ * Jobs locked by a process that died (SIGKILL, power loss) would stay locked for 4 hours;
+ * release the jobs of every pool that has not been seen for `staleS` seconds so another
+ * process runs them now. Returns the pools released.
+ */
+export async function releaseDeadPools(q: Queryable, staleS: number): Promise<string[]> {
+  const rows = await q.execute<{ pool_id: string }>(sql`
+    with dead as (
+      delete from signalbox.worker_pools where seen_at < now() - ${staleS}::double precision * interval '1 second'
+      returning pool_id
+    )
+    select pool_id from dead, lateral (select graphile_worker.force_unlock_workers(array[dead.pool_id])) as unlocked`);
+  return rows.map((r) => r.pool_id);
+}
+
+/** The sweep runs on a schedule of its own: one pending sweep job for all processes (one key). */
+export async function scheduleSweep(q: Queryable, inS: number, keepEarlier: boolean): Promise<void> {
+  await addJob(q, "sweep", {}, {
+    runAt: sql`now() + ${inS}::double precision * interval '1 second'`,
+    jobKey: "sweep",
+    jobKeyMode: keepEarlier ? "preserve_run_at" : "replace",
+  });
+}

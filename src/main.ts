@@ -1,0 +1,90 @@
+import type { AddressInfo } from "node:net";
+import { serve } from "@hono/node-server";
+import { sql } from "drizzle-orm";
+import { createApp } from "./app.ts";
+import { bootstrapSecrets } from "./auth/bootstrap-secrets.ts";
+import { loadConfig } from "./config.ts";
+import { createLogger } from "./core/logger.ts";
+import { openDatabase } from "./db/client.ts";
+import { startEmbeddedPostgres, type EmbeddedDatabase } from "./db/embedded.ts";
+import { migrateDatabase } from "./db/migrate.ts";
+import { loadSignalTypesFile } from "./signal-types/load-signal-types-file.ts";
+import { WaitWatchers } from "./waits/wait-watchers.ts";
+import { startWorker } from "./worker/runner.ts";
+
+const SHUTDOWN_BUDGET_MS = 9_000;
+
+async function main() {
+  const config = loadConfig(process.env);
+  const log = createLogger(config.LOG_LEVEL);
+
+  let embedded: EmbeddedDatabase | undefined;
+  let url = config.DATABASE_URL;
+  if (!url) {
+    embedded = await startEmbeddedPostgres(config.SIGNALBOX_DATA_DIR, log);
+    url = embedded.url;
+  }
+  await migrateDatabase(url);
+  log.info("database migrated");
+
+  const secrets = await bootstrapSecrets(config, log);
+  const database = openDatabase(url, { max: config.SIGNALBOX_DB_POOL_SIZE });
+  const deps = { db: database.db, config, log, secrets };
+  if (config.SIGNALBOX_SIGNAL_TYPES_FILE) {
+    const names = await loadSignalTypesFile(deps, config.SIGNALBOX_SIGNAL_TYPES_FILE, process.env);
+    log.info({ signalTypes: names }, "signal types declared from file");
+  }
+
+  const watchers = new WaitWatchers();
+  await watchers.listen(database.sql, log);
+  const workerStaleS = config.SIGNALBOX_WORKER_STALE_S;
+  const worker = await startWorker(
+    { ...deps, workerStaleS },
+    { databaseUrl: url, concurrency: config.SIGNALBOX_WORKER_CONCURRENCY, pollIntervalMs: config.SIGNALBOX_POLL_INTERVAL_MS },
+  );
+
+  const shutdown = new AbortController();
+  const app = createApp({
+    ...deps,
+    watchers,
+    shutdown: shutdown.signal,
+    readiness: {
+      database: async () => (await database.db.execute(sql`select 1`), true),
+      worker: () => worker.healthy(),
+    },
+  });
+  const server = serve({ fetch: app.fetch, port: config.PORT, hostname: "0.0.0.0" });
+  await new Promise<void>((resolve) => server.once("listening", resolve));
+  log.info({ port: (server.address() as AddressInfo).port, embedded: Boolean(embedded) }, "signalbox listening");
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) {
+      log.warn({ signal }, "second signal: exiting now");
+      process.exit(1);
+    }
+    stopping = true;
+    log.info({ signal }, "shutting down");
+    setTimeout(() => {
+      log.error("shutdown took too long: exiting");
+      process.exit(1);
+    }, SHUTDOWN_BUDGET_MS).unref();
+    shutdown.abort(); // held long-polls answer with the current state
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+    (server as unknown as { closeIdleConnections?: () => void }).closeIdleConnections?.();
+    await closed;
+    await worker.stop();
+    await watchers.close();
+    await database.close();
+    await embedded?.stop();
+    log.info("stopped");
+    process.exit(0);
+  };
+  process.on("SIGTERM", () => void stop("SIGTERM"));
+  process.on("SIGINT", () => void stop("SIGINT"));
+}
+
+main().catch((err) => {
+  console.error(err instanceof Error ? err.message : err);
+  process.exit(1);
+});

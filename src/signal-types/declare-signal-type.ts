@@ -1,0 +1,42 @@
+import { withTransaction, type Deps } from "../core/context.ts";
+import { NotFoundError, UnprocessableError } from "../core/errors.ts";
+import { checkSchema } from "./payload-schema.ts";
+import { toSignalTypeResource, type SignalTypeInput, type SignalTypeResource } from "./signal-type.ts";
+import { deleteSignalType, findSignalType, upsertSignalType } from "./signal-types.queries.ts";
+
+export async function declareSignalType(
+  deps: Pick<Deps, "db">,
+  name: string,
+  input: SignalTypeInput,
+): Promise<{ signalType: SignalTypeResource; created: boolean }> {
+  const schema = input.schema === undefined ? null : input.schema;
+  const problems = checkSchema(schema);
+  if (problems.length > 0) throw new UnprocessableError("the schema is not a usable JSON Schema (draft 2020-12)", problems);
+  const { row, created } = await withTransaction(deps.db, (tx) =>
+    upsertSignalType(tx, {
+      name,
+      description: input.description ?? null,
+      schema,
+      auth: {
+        scheme: input.auth.scheme,
+        secrets: input.auth.secrets ?? [],
+        tolerance_s: input.auth.tolerance_s ?? 300,
+        ...(input.auth.header !== undefined ? { header: input.auth.header.toLowerCase() } : {}),
+        ...(input.auth.run_pointer !== undefined ? { run_pointer: input.auth.run_pointer } : {}),
+      },
+      bufferTtlS: input.buffer_ttl_s ?? 0,
+      responses: input.responses ?? null,
+    }),
+  );
+  return { signalType: toSignalTypeResource(row), created };
+}
+
+export async function getSignalType(deps: Pick<Deps, "db">, name: string): Promise<SignalTypeResource> {
+  const row = await findSignalType(deps.db, name);
+  if (!row) throw new NotFoundError(`no signal type named '${name}'`);
+  return toSignalTypeResource(row);
+}
+
+export async function removeSignalType(deps: Pick<Deps, "db">, name: string): Promise<void> {
+  if (!(await deleteSignalType(deps.db, name))) throw new NotFoundError(`no signal type named '${name}'`);
+}

@@ -1,0 +1,45 @@
+import { z } from "@hono/zod-openapi";
+import { AUTH_SCHEMES } from "./signal-type.ts";
+
+const JSON_POINTER = /^(\/([^~/]|~[01])*)*$/;
+
+/** The body of PUT /signal-types/{name}, also the shape of each entry in SIGNALBOX_SIGNAL_TYPES_FILE. */
+export const SignalTypeBodySchema = z
+  .object({
+    description: z.string().max(1000).nullable().optional().openapi({ example: "Manager approves the order" }),
+    schema: z
+      .union([z.record(z.string(), z.unknown()), z.boolean(), z.null()])
+      .optional()
+      .openapi({
+        description: "JSON Schema (draft 2020-12) every payload must satisfy; null accepts any JSON",
+        example: { type: "object", required: ["approved"], properties: { approved: { type: "boolean" } } },
+      }),
+    auth: z
+      .object({
+        scheme: z.enum(AUTH_SCHEMES),
+        secrets: z.array(z.string().min(1).max(500)).max(10).optional().openapi({ description: "Write-only. Several may be active (rotation)." }),
+        tolerance_s: z.number().int().min(1).max(86400).optional().openapi({ description: "Timestamp skew allowed both ways (default 300)" }),
+        header: z.string().regex(/^[A-Za-z0-9-]{1,100}$/).optional().openapi({ description: "hmac-sha256: the header with the hex digest" }),
+        run_pointer: z.string().regex(JSON_POINTER).max(200).optional().openapi({
+          description: "JSON Pointer into the payload whose value must equal the run in the URL",
+          example: "/metadata/run_id",
+        }),
+      })
+      .strict()
+      .superRefine((a, ctx) => {
+        if (a.scheme !== "none" && (a.secrets ?? []).length === 0) {
+          ctx.addIssue({ code: "custom", path: ["secrets"], message: `scheme '${a.scheme}' needs at least one secret` });
+        }
+        if (a.scheme === "hmac-sha256" && !a.header) {
+          ctx.addIssue({ code: "custom", path: ["header"], message: "scheme 'hmac-sha256' needs the header that carries the digest" });
+        }
+      })
+      .openapi("SignalTypeAuth", { example: { scheme: "standard-webhooks", secrets: ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"], tolerance_s: 300 } }),
+    buffer_ttl_s: z.number().int().min(0).max(31 * 86400).optional().openapi({ description: "0 rejects a signal with no open wait; N keeps it N seconds" }),
+    responses: z.array(z.string().min(1).max(100)).min(1).max(20).nullable().optional().openapi({
+      description: "Human decisions: the allowed values of the payload's `response` field",
+      example: ["approve", "reject"],
+    }),
+  })
+  .strict()
+  .openapi("SignalTypeInput");

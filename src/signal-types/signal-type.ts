@@ -1,0 +1,46 @@
+import type { signalTypes } from "../db/schema.ts";
+
+import type { AuthScheme } from "../auth/schemes/verify-signature.ts";
+
+export const AUTH_SCHEMES = ["standard-webhooks", "github", "stripe", "shopify", "slack", "hmac-sha256", "none"] as const satisfies readonly AuthScheme[];
+export type { AuthScheme };
+
+export interface SignalAuth {
+  scheme: AuthScheme;
+  secrets: string[];
+  tolerance_s: number;
+  header?: string;
+  run_pointer?: string;
+}
+
+export interface SignalTypeInput {
+  description?: string | null;
+  schema?: unknown;
+  auth: { scheme: AuthScheme; secrets?: string[]; tolerance_s?: number; header?: string; run_pointer?: string };
+  buffer_ttl_s?: number;
+  responses?: string[] | null;
+}
+
+export type SignalTypeRow = typeof signalTypes.$inferSelect;
+
+/** The public shape: secrets are write-only, so only their count is shown. */
+export function toSignalTypeResource(row: SignalTypeRow) {
+  const auth = row.auth as SignalAuth;
+  return {
+    name: row.name,
+    description: row.description,
+    schema: row.schema ?? null,
+    auth: {
+      scheme: auth.scheme,
+      secret_count: auth.secrets.length,
+      tolerance_s: auth.tolerance_s,
+      ...(auth.header !== undefined ? { header: auth.header } : {}),
+      ...(auth.run_pointer !== undefined ? { run_pointer: auth.run_pointer } : {}),
+    },
+    buffer_ttl_s: row.bufferTtlS,
+    responses: row.responses ?? null,
+    created_at: row.createdAt.toISOString(),
+    updated_at: row.updatedAt.toISOString(),
+  };
+}
+export type SignalTypeResource = ReturnType<typeof toSignalTypeResource>;

@@ -1,0 +1,19 @@
+import { verifySignature, type SignatureHeaders } from "../auth/schemes/verify-signature.ts";
+import type { SignalAuth } from "../signal-types/signal-type.ts";
+
+export interface IntakeCredentials {
+  /** True when the request carried a valid management token: accepted for any signal type. */
+  management: boolean;
+  headers: SignatureHeaders;
+  nowSeconds: number;
+}
+
+export type IntakeAuthResult = { ok: true; webhookId?: string } | { ok: false; reason: string };
+
+/** Authenticates one intake request by its signal type's `auth`, or by a management token. */
+export function authenticateIntake(auth: SignalAuth | undefined, input: { body: Uint8Array; credentials: IntakeCredentials }): IntakeAuthResult {
+  if (input.credentials.management) return { ok: true };
+  // An unknown signal type has no way to authenticate a sender: say so only to a caller we trust.
+  if (!auth) return { ok: false, reason: "unknown signal type" };
+  return verifySignature(auth, input.credentials.headers, input.body, input.credentials.nowSeconds);
+}

@@ -1,0 +1,28 @@
+import type { Deps } from "../core/context.ts";
+import { parseJsonText } from "../core/json-text.ts";
+import { decodeCursor, page } from "../core/pagination.ts";
+import { listSignals, type SignalFilter, type SignalRow } from "./signals.queries.ts";
+import type { Outcome } from "./signal-outcome.ts";
+
+export function toSignalResource(s: SignalRow) {
+  return {
+    id: s.id,
+    run_id: s.runId,
+    signal: s.signal,
+    sequence: s.sequence,
+    outcome: s.outcome as Outcome,
+    payload: s.payload === null ? null : parseJsonText(s.payload),
+    idempotency_key: s.idempotencyKey,
+    validation_errors: (s.validationErrors as Array<{ path: string; message: string }> | null) ?? null,
+    wait_id: s.waitId,
+    received_at: s.receivedAt.toISOString(),
+  };
+}
+
+/** A run's signals, or the signal log across runs filtered by outcome (dead letters): oldest first. */
+export async function findSignals(deps: Pick<Deps, "db">, q: Omit<SignalFilter, "after"> & { limit: number; cursor?: string }) {
+  const after = decodeCursor(q.cursor);
+  const { limit, cursor: _cursor, ...filter } = q;
+  const rows = await listSignals(deps.db, { ...filter, after: after && { receivedAt: after.at, id: after.id } }, limit);
+  return page(rows, limit, (s) => ({ at: s.receivedAt, id: s.id }), toSignalResource);
+}

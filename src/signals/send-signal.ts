@@ -1,0 +1,150 @@
+import { createHash } from "node:crypto";
+import { sql } from "drizzle-orm";
+import { withTransaction, type Deps } from "../core/context.ts";
+import type { ValidationIssue } from "../core/errors.ts";
+import { newId } from "../core/ids.ts";
+import { jsonDepthExceeds } from "../core/json-text.ts";
+import type { Tx } from "../db/client.ts";
+import { recordEvent } from "../events/events.queries.ts";
+import { lockRun } from "../runs/runs.queries.ts";
+import { escapePointer, validatePayload } from "../signal-types/payload-schema.ts";
+import type { SignalAuth, SignalTypeRow } from "../signal-types/signal-type.ts";
+import { findSignalType } from "../signal-types/signal-types.queries.ts";
+import { resolveWaits } from "../waits/resolve-waits.ts";
+import { authenticateIntake, type IntakeCredentials } from "./authenticate-intake.ts";
+import type { IntakeAnswer } from "./signal-outcome.ts";
+import { findAcceptedByKey, insertAcceptedSignal, insertRejectedSignal, type NewSignal } from "./signals.queries.ts";
+
+export const MAX_JSON_DEPTH = 64;
+
+export interface SignalIntake {
+  runId: string;
+  signal: string;
+  /** The body exactly as received. */
+  body: Uint8Array;
+  idempotencyKey?: string;
+  credentials: IntakeCredentials;
+}
+
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+/**
+ * Takes one signal from an external sender: authenticate, parse, validate, then in one
+ * transaction under the run's lock resolve the open wait (or buffer, or reject) and record it.
+ */
+export async function sendSignal(deps: Pick<Deps, "db">, input: SignalIntake): Promise<IntakeAnswer> {
+  const type = await findSignalType(deps.db, input.signal);
+  const auth = authenticateIntake(type?.auth as SignalAuth | undefined, input);
+  if (!auth.ok) return { outcome: "rejected_unauthenticated", detail: "signature verification failed" };
+  if (!type) return { outcome: "rejected_unknown_signal", detail: `no signal type named '${input.signal}'` };
+
+  const parsed = parseBody(input.body);
+  if ("error" in parsed) return { outcome: "invalid_json", detail: parsed.error };
+  if ("tooDeep" in parsed) {
+    const problems = [{ path: "", message: `must not nest deeper than ${MAX_JSON_DEPTH} levels` }];
+    return { outcome: "rejected_invalid_payload", detail: "the payload nests too deeply", validation_errors: problems };
+  }
+
+  const key = input.idempotencyKey ?? auth.webhookId;
+  const record: Omit<NewSignal, "id" | "outcome"> = {
+    runId: input.runId,
+    signal: input.signal,
+    payload: parsed.text,
+    payloadHash: createHash("sha256").update(input.body).digest("base64url"),
+    idempotencyKey: key ?? null,
+  };
+
+  const problems = checkPayload(type, parsed.value);
+  if (problems.length > 0) {
+    const id = newId("sg");
+    await insertRejectedSignal(deps.db, { ...record, id, outcome: "rejected_invalid_payload", validationErrors: problems });
+    return { outcome: "rejected_invalid_payload", detail: "the payload does not satisfy the signal type's schema", signal_id: id, validation_errors: problems };
+  }
+
+  return withTransaction(deps.db, (tx) => acceptSignal(tx, type, record));
+}
+
+async function acceptSignal(tx: Tx, type: SignalTypeRow, record: Omit<NewSignal, "id" | "outcome">): Promise<IntakeAnswer> {
+  const run = await lockRun(tx, record.runId);
+  if (record.idempotencyKey) {
+    const earlier = await findAcceptedByKey(tx, record.runId, record.signal, record.idempotencyKey);
+    if (earlier) {
+      if (earlier.payloadHash === record.payloadHash) {
+        return { outcome: "duplicate", signal_id: earlier.id, sequence: earlier.sequence!, wait_id: earlier.waitId };
+      }
+      return reject(tx, record, "rejected_idempotency_conflict", "this idempotency key was used with a different payload");
+    }
+  }
+  if (run.status === "cancelled") return reject(tx, record, "rejected_not_active", `run '${record.runId}' is cancelled`);
+
+  const id = newId("sg");
+  const [wait] = await resolveWaits(tx, sql`run_id = ${record.runId}::text and signal = ${record.signal}::text`, {
+    status: "received",
+    event: "signal.received",
+    signalId: id,
+  });
+  if (wait) {
+    const sequence = await insertAcceptedSignal(tx, { ...record, id, outcome: "received", waitId: wait.id });
+    return { outcome: "received", signal_id: id, sequence, wait_id: wait.id };
+  }
+  if (type.bufferTtlS > 0) {
+    const sequence = await insertAcceptedSignal(tx, { ...record, id, outcome: "buffered", bufferTtlS: type.bufferTtlS });
+    await recordEvent(tx, { runId: record.runId, type: "signal.buffered", signalId: id, data: { signal: record.signal, sequence } });
+    return { outcome: "buffered", signal_id: id, sequence, wait_id: null };
+  }
+  return reject(tx, record, "rejected_not_waiting", `run '${record.runId}' has no open wait for signal '${record.signal}'`);
+}
+
+async function reject(
+  tx: Tx,
+  record: Omit<NewSignal, "id" | "outcome">,
+  outcome: "rejected_idempotency_conflict" | "rejected_not_active" | "rejected_not_waiting",
+  detail: string,
+): Promise<IntakeAnswer> {
+  const id = newId("sg");
+  await insertRejectedSignal(tx, { ...record, id, outcome });
+  return { outcome, detail, signal_id: id };
+}
+
+function parseBody(body: Uint8Array): { text: string; value: unknown } | { error: string } | { tooDeep: true } {
+  let text: string;
+  try {
+    text = utf8.decode(body);
+  } catch {
+    return { error: "the body is not valid UTF-8" };
+  }
+  // Checked before parsing: JSON.parse on hostile nesting would exhaust the stack.
+  if (jsonDepthExceeds(text, MAX_JSON_DEPTH)) return { tooDeep: true };
+  try {
+    return { text, value: JSON.parse(text) };
+  } catch (err) {
+    return { error: `the body is not JSON: ${(err as Error).message}` };
+  }
+}
+
+function checkPayload(type: SignalTypeRow, value: unknown): ValidationIssue[] {
+  const issues = validatePayload(type.schema, value);
+  if (type.responses && type.responses.length > 0) {
+    const response = value && typeof value === "object" ? (value as Record<string, unknown>).response : undefined;
+    if (typeof response !== "string" || !type.responses.includes(response)) {
+      issues.push({ path: "/response", message: `must be one of: ${type.responses.join(", ")}` });
+    }
+  }
+  const unsafe = findUnstorableString(value, "");
+  if (unsafe !== null) issues.push({ path: unsafe, message: "must not contain \\u0000 or unpaired UTF-16 surrogates" });
+  return issues.slice(0, 20);
+}
+
+/** Postgres cannot store NUL in text or jsonb, and lone surrogates break jsonb and UTF-8 consumers. */
+function findUnstorableString(value: unknown, path: string): string | null {
+  const bad = (s: string) => s.includes("\u0000") || !s.isWellFormed();
+  if (typeof value === "string") return bad(value) ? path : null;
+  if (value === null || typeof value !== "object") return null;
+  for (const [k, v] of Object.entries(value)) {
+    const here = `${path}/${escapePointer(k)}`;
+    if (bad(k)) return here;
+    const inner = findUnstorableString(v, here);
+    if (inner !== null) return inner;
+  }
+  return null;
+}

@@ -1,0 +1,36 @@
+import type { ValidationIssue } from "../core/errors.ts";
+
+export const OUTCOMES = [
+  "received",
+  "buffered",
+  "duplicate",
+  "rejected_idempotency_conflict",
+  "rejected_unauthenticated",
+  "rejected_unknown_signal",
+  "rejected_not_waiting",
+  "rejected_not_active",
+  "rejected_invalid_payload",
+  "payload_too_large",
+  "invalid_json",
+] as const;
+export type Outcome = (typeof OUTCOMES)[number];
+
+/** The HTTP status of each intake outcome (API.md, "Signals: intake"). */
+export const OUTCOME_STATUS: Record<Outcome, number> = {
+  received: 202,
+  buffered: 202,
+  duplicate: 200,
+  rejected_idempotency_conflict: 409,
+  rejected_unauthenticated: 401,
+  rejected_unknown_signal: 404,
+  rejected_not_waiting: 409,
+  rejected_not_active: 409,
+  rejected_invalid_payload: 422,
+  payload_too_large: 413,
+  invalid_json: 400,
+};
+
+/** What intake answers: an accepted outcome with ids, or a rejection with its reason. */
+export type IntakeAnswer =
+  | { outcome: "received" | "buffered" | "duplicate"; signal_id: string; sequence: number; wait_id: string | null }
+  | { outcome: Exclude<Outcome, "received" | "buffered" | "duplicate">; detail: string; signal_id?: string; validation_errors?: ValidationIssue[] };

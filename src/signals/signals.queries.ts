@@ -1,0 +1,82 @@
+import { and, asc, eq, isNotNull, sql, type SQL } from "drizzle-orm";
+import type { Queryable } from "../db/client.ts";
+import { signals } from "../db/schema.ts";
+import type { ValidationIssue } from "../core/errors.ts";
+
+export type SignalRow = typeof signals.$inferSelect;
+
+export interface NewSignal {
+  id: string;
+  runId: string;
+  signal: string;
+  outcome: string;
+  payload: string | null;
+  payloadHash: string | null;
+  idempotencyKey: string | null;
+  waitId?: string | null;
+  validationErrors?: ValidationIssue[] | null;
+  bufferTtlS?: number;
+}
+
+/** The accepted signal (received or buffered) that holds this idempotency key, if any. */
+export async function findAcceptedByKey(q: Queryable, runId: string, signal: string, key: string): Promise<SignalRow | undefined> {
+  const [row] = await q
+    .select()
+    .from(signals)
+    .where(and(eq(signals.runId, runId), eq(signals.signal, signal), eq(signals.idempotencyKey, key), isNotNull(signals.sequence)));
+  return row;
+}
+
+/**
+ * Records an accepted signal with the run's next sequence number, in one statement. The run row
+ * is locked by the caller, so sequences are handed out in commit order with no gaps.
+ */
+export async function insertAcceptedSignal(q: Queryable, s: NewSignal): Promise<number> {
+  const expires = s.bufferTtlS ? sql`now() + ${s.bufferTtlS}::int * interval '1 second'` : sql`null`;
+  const [row] = await q.execute<{ sequence: string | number }>(sql`
+    with r as (
+      update signalbox.runs set last_sequence = last_sequence + 1 where run_id = ${s.runId}::text returning last_sequence
+    )
+    insert into signalbox.signals
+      (id, run_id, signal, sequence, outcome, payload, payload_hash, idempotency_key, wait_id, buffer_expires_at)
+    select ${s.id}::text, ${s.runId}::text, ${s.signal}::text, r.last_sequence, ${s.outcome}::text, ${s.payload}::text,
+           ${s.payloadHash}::text, ${s.idempotencyKey}::text, ${s.waitId ?? null}::text, ${expires}
+    from r
+    returning sequence`);
+  return Number(row!.sequence);
+}
+
+/** Records a rejected signal: kept for inspection (dead letters), never numbered. */
+export async function insertRejectedSignal(q: Queryable, s: NewSignal): Promise<void> {
+  await q.insert(signals).values({
+    id: s.id,
+    runId: s.runId,
+    signal: s.signal,
+    outcome: s.outcome,
+    payload: s.payload,
+    payloadHash: s.payloadHash,
+    idempotencyKey: s.idempotencyKey,
+    validationErrors: s.validationErrors ?? null,
+  });
+}
+
+export interface SignalFilter {
+  runId?: string;
+  outcome?: string;
+  after?: { receivedAt: Date; id: string };
+}
+
+export async function listSignals(q: Queryable, f: SignalFilter, limit: number): Promise<SignalRow[]> {
+  const conditions: SQL[] = [];
+  if (f.runId !== undefined) conditions.push(eq(signals.runId, f.runId));
+  if (f.outcome !== undefined) conditions.push(eq(signals.outcome, f.outcome));
+  if (f.after) {
+    conditions.push(sql`(${signals.receivedAt}, ${signals.id}) > (${f.after.receivedAt.toISOString()}::timestamptz, ${f.after.id}::text)`);
+  }
+  return q
+    .select()
+    .from(signals)
+    .where(and(...conditions))
+    .orderBy(asc(signals.receivedAt), asc(signals.id))
+    .limit(limit + 1);
+}

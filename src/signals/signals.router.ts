@@ -1,0 +1,215 @@
+import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
+import type { Context } from "hono";
+import { bearerToken } from "../auth/api-keys.ts";
+import type { Deps } from "../core/context.ts";
+import { PayloadTooLargeError } from "../core/errors.ts";
+import { bearerSecurity, commonProblems, CursorQuery, defaultHook, json, LimitQuery, listOf, problems, RunIdSchema, SignalNameSchema } from "../http/openapi.ts";
+import { problemResponse, type Problem } from "../http/problem.ts";
+import { sendSignal } from "./send-signal.ts";
+import { sendSignalBatch } from "./send-signal-batch.ts";
+import { findSignals } from "./list-signals.ts";
+import { OUTCOME_STATUS, OUTCOMES, type IntakeAnswer } from "./signal-outcome.ts";
+
+const AcceptedSchema = z
+  .object({
+    outcome: z.enum(["received", "buffered", "duplicate"]),
+    signal_id: z.string().openapi({ example: "sg_01jb2m3k4n5p6q7r8s9t0v1w2x3y" }),
+    sequence: z.number().int().openapi({ example: 1 }),
+    wait_id: z.string().nullable(),
+  })
+  .openapi("SignalAccepted");
+
+const SignalRecordSchema = z
+  .object({
+    id: z.string(),
+    run_id: z.string(),
+    signal: z.string(),
+    sequence: z.number().int().nullable(),
+    outcome: z.enum(OUTCOMES),
+    payload: z.unknown(),
+    idempotency_key: z.string().nullable(),
+    validation_errors: z.array(z.object({ path: z.string(), message: z.string() })).nullable(),
+    wait_id: z.string().nullable(),
+    received_at: z.string().datetime({ offset: true }),
+  })
+  .openapi("SignalRecord");
+
+const intakeProblem = (description: string) => ({
+  description,
+  content: { "application/problem+json": { schema: z.object({ outcome: z.enum(OUTCOMES) }).catchall(z.unknown()).openapi("IntakeProblem") } },
+});
+
+const IntakeParams = z.object({
+  run: RunIdSchema.openapi({ param: { name: "run", in: "path" } }),
+  signal: SignalNameSchema.openapi({ param: { name: "signal", in: "path" } }),
+});
+
+/** Documented only: the handler reads the raw bytes itself (signatures cover exact bytes). */
+const intake = createRoute({
+  method: "post",
+  path: "/signals/{run}/{signal}",
+  operationId: "sendSignal",
+  summary: "Send a signal to a run (external senders; authenticated by the signal type's auth)",
+  tags: ["Signals"],
+  security: [{}, { bearerAuth: [] }],
+  request: {
+    params: IntakeParams,
+    headers: z.object({
+      "idempotency-key": z.string().max(200).optional().openapi({ description: "Same key and payload again is a duplicate" }),
+      "webhook-id": z.string().optional().openapi({ description: "standard-webhooks: message id (also the idempotency key)" }),
+      "webhook-timestamp": z.string().optional().openapi({ description: "standard-webhooks: unix seconds" }),
+      "webhook-signature": z.string().optional().openapi({ description: "standard-webhooks: space-separated v1,<base64>" }),
+      "x-hub-signature-256": z.string().optional().openapi({ description: "github: sha256=<hex>" }),
+      "stripe-signature": z.string().optional().openapi({ description: "stripe: t=<ts>,v1=<hex>" }),
+      "x-shopify-hmac-sha256": z.string().optional().openapi({ description: "shopify: base64 HMAC" }),
+      "x-slack-signature": z.string().optional().openapi({ description: "slack: v0=<hex>" }),
+      "x-slack-request-timestamp": z.string().optional().openapi({ description: "slack: unix seconds" }),
+    }),
+    body: { content: { "application/json": { schema: z.unknown().openapi({ description: "The payload: any JSON, checked against the signal type's schema" }) } }, required: true },
+  },
+  responses: {
+    202: json(AcceptedSchema, "received (the open wait is resolved) or buffered"),
+    200: json(AcceptedSchema, "duplicate: the same idempotency key and payload as an earlier signal"),
+    400: intakeProblem("invalid_json, or a malformed run id or signal name"),
+    401: intakeProblem("rejected_unauthenticated"),
+    404: intakeProblem("rejected_unknown_signal"),
+    409: intakeProblem("rejected_not_waiting, rejected_not_active or rejected_idempotency_conflict"),
+    413: intakeProblem("payload_too_large"),
+    422: intakeProblem("rejected_invalid_payload (validation_errors says where)"),
+    500: problems[500],
+  },
+});
+
+const BatchBody = z
+  .object({
+    signals: z
+      .array(
+        z
+          .object({
+            run_id: RunIdSchema,
+            signal: SignalNameSchema,
+            payload: z.unknown(),
+            idempotency_key: z.string().min(1).max(200).optional(),
+          })
+          .strict(),
+      )
+      .min(1)
+      .max(500),
+  })
+  .strict()
+  .openapi("SignalBatch");
+
+const BatchResultSchema = z
+  .object({
+    outcome: z.enum(OUTCOMES),
+    status: z.number().int(),
+    signal_id: z.string().optional(),
+    sequence: z.number().int().optional(),
+    wait_id: z.string().nullable().optional(),
+    detail: z.string().optional(),
+    validation_errors: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
+  })
+  .openapi("SignalBatchResult");
+
+const batch = createRoute({
+  method: "post",
+  path: "/signals/batch",
+  operationId: "sendSignalBatch",
+  summary: "Send several signals (management token); one intake answer per item, in order",
+  tags: ["Signals"],
+  security: bearerSecurity,
+  request: { body: { content: { "application/json": { schema: BatchBody } }, required: true } },
+  responses: { 200: json(z.object({ results: z.array(BatchResultSchema) }).openapi("SignalBatchResults"), "One answer per item"), ...commonProblems, 413: problems[413] },
+});
+
+const listForRun = createRoute({
+  method: "get",
+  path: "/runs/{run}/signals",
+  operationId: "listRunSignals",
+  summary: "A run's signal log (accepted and rejected), oldest first",
+  tags: ["Signals"],
+  security: bearerSecurity,
+  request: { params: z.object({ run: RunIdSchema.openapi({ param: { name: "run", in: "path" } }) }), query: z.object({ limit: LimitQuery, cursor: CursorQuery }) },
+  responses: { 200: json(listOf(SignalRecordSchema, "SignalList"), "A page of signals"), ...commonProblems },
+});
+
+const list = createRoute({
+  method: "get",
+  path: "/signals",
+  operationId: "listSignals",
+  summary: "The signal log across runs, e.g. the dead letters (?outcome=rejected_not_waiting), oldest first",
+  tags: ["Signals"],
+  security: bearerSecurity,
+  request: { query: z.object({ outcome: z.enum(OUTCOMES).optional(), limit: LimitQuery, cursor: CursorQuery }) },
+  responses: { 200: json(listOf(SignalRecordSchema, "SignalList"), "A page of signals"), ...commonProblems },
+});
+
+export interface SignalsRouterDeps extends Deps {
+  isManagementToken(token: string | undefined): Promise<boolean>;
+  onUnauthenticated(signal: string, reason: string): void;
+}
+
+export function signalsRouter(deps: SignalsRouterDeps) {
+  const app = new OpenAPIHono({ defaultHook })
+    .openapi(batch, async (c) => c.json({ results: await sendSignalBatch(deps, c.req.valid("json").signals) }, 200))
+    .openapi(listForRun, async (c) => c.json(await findSignals(deps, { runId: c.req.valid("param").run, ...c.req.valid("query") }), 200))
+    .openapi(list, async (c) => c.json(await findSignals(deps, c.req.valid("query")), 200));
+  app.openAPIRegistry.registerPath(intake);
+  app.post("/signals/:run/:signal", async (c) => {
+    const params = IntakeParams.safeParse(c.req.param());
+    if (!params.success) return defaultHook({ success: false, error: params.error, target: "param" } as never, c as never) as Response;
+    const body = await readBody(c, deps.config.SIGNALBOX_MAX_BODY_BYTES);
+    const management = await deps.isManagementToken(bearerToken(c.req.header("authorization")));
+    const answer = await sendSignal(deps, {
+      runId: params.data.run,
+      signal: params.data.signal,
+      body,
+      idempotencyKey: c.req.header("idempotency-key"),
+      credentials: { management, headers: headerValues(c), nowSeconds: Math.floor(Date.now() / 1000) },
+    });
+    if (answer.outcome === "rejected_unauthenticated") deps.onUnauthenticated(params.data.signal, answer.detail);
+    return intakeResponse(c, answer);
+  });
+  return app;
+}
+
+export function intakeResponse(c: Context, answer: IntakeAnswer): Response {
+  const status = OUTCOME_STATUS[answer.outcome];
+  if ("sequence" in answer) return c.json(answer, status as 200 | 202);
+  const { outcome, detail, ...rest } = answer;
+  const problem: Problem = { type: `https://signalbox.dev/problems/${outcome.replace(/_/g, "-")}`, title: outcome, status, detail, outcome, ...rest };
+  return problemResponse(c, problem, status === 401 ? { "www-authenticate": 'Bearer realm="signalbox"' } : {});
+}
+
+/** Every value of a header, so a duplicated signature header can be refused rather than merged. */
+function headerValues(c: Context) {
+  const raw = (c.env as { incoming?: { headersDistinct?: Record<string, string[] | undefined> } } | undefined)?.incoming?.headersDistinct;
+  return (name: string): string[] => {
+    if (raw) return raw[name.toLowerCase()] ?? [];
+    const v = c.req.header(name);
+    return v === undefined ? [] : [v];
+  };
+}
+
+/** Reads the raw body once, refusing it as soon as it passes the cap (chunked bodies included). */
+async function readBody(c: Context, maxBytes: number): Promise<Uint8Array> {
+  const declared = Number(c.req.header("content-length") ?? "0");
+  if (declared > maxBytes) throw tooLarge(maxBytes);
+  const reader = c.req.raw.body?.getReader();
+  if (!reader) return new Uint8Array(0);
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > maxBytes) {
+      await reader.cancel().catch(() => {});
+      throw tooLarge(maxBytes);
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks);
+}
+
+const tooLarge = (maxBytes: number) => new PayloadTooLargeError(`the body is larger than ${maxBytes} bytes`, { outcome: "payload_too_large" });

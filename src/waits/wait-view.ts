@@ -1,0 +1,40 @@
+import { parseJsonText } from "../core/json-text.ts";
+import type { signals, waits } from "../db/schema.ts";
+
+export type WaitRowOnly = typeof waits.$inferSelect;
+export type WaitRow = WaitRowOnly & {
+  result: Pick<typeof signals.$inferSelect, "sequence" | "payload" | "receivedAt"> | null;
+};
+
+export type WaitStatus = "waiting" | "received" | "timed_out" | "cancelled";
+
+/** The wait as the API shows it (and as callbacks carry it). */
+export function toWaitResource(w: WaitRow) {
+  return {
+    id: w.id,
+    run_id: w.runId,
+    signal: w.signal,
+    key: w.key,
+    status: w.status as WaitStatus,
+    created_at: w.createdAt.toISOString(),
+    timeout_at: w.timeoutAt?.toISOString() ?? null,
+    resolved_at: w.resolvedAt?.toISOString() ?? null,
+    metadata: w.metadata as Record<string, unknown>,
+    callback_url: w.callbackUrl,
+    result:
+      w.signalId && w.result
+        ? {
+            signal_id: w.signalId,
+            sequence: w.result.sequence!, // the resolving signal was accepted, so it is numbered
+            payload: w.result.payload === null ? null : parseJsonText(w.result.payload),
+            received_at: w.result.receivedAt.toISOString(),
+          }
+        : null,
+    delivery: {
+      status: w.deliveryStatus as "none" | "pending" | "delivered" | "failed",
+      attempts: w.deliveryAttempts,
+      last_error: w.deliveryLastError,
+    },
+  };
+}
+export type WaitResource = ReturnType<typeof toWaitResource>;

@@ -1,0 +1,66 @@
+import { and, asc, eq, getTableColumns, lt, sql, type SQL } from "drizzle-orm";
+import type { Queryable } from "../db/client.ts";
+import { signals, waits } from "../db/schema.ts";
+import type { WaitRow } from "./wait-view.ts";
+
+/** Waits with the signal that resolved them, in one query (never one query per wait). */
+function selectWaits(q: Queryable) {
+  return q
+    .select({
+      ...getTableColumns(waits),
+      result: { sequence: signals.sequence, payload: signals.payload, receivedAt: signals.receivedAt },
+    })
+    .from(waits)
+    .leftJoin(signals, eq(signals.id, waits.signalId));
+}
+
+function normalise(rows: Array<Omit<WaitRow, "result"> & { result: WaitRow["result"] | { sequence: null; payload: null; receivedAt: null } }>): WaitRow[] {
+  return rows.map((r) => ({ ...r, result: r.result && r.result.receivedAt ? (r.result as WaitRow["result"]) : null }));
+}
+
+export async function findWait(q: Queryable, id: string): Promise<WaitRow | undefined> {
+  return normalise(await selectWaits(q).where(eq(waits.id, id)))[0];
+}
+
+export async function findWaitByKey(q: Queryable, runId: string, key: string): Promise<WaitRow | undefined> {
+  return normalise(await selectWaits(q).where(and(eq(waits.runId, runId), eq(waits.key, key))))[0];
+}
+
+export async function hasOpenWait(q: Queryable, runId: string, signal: string): Promise<boolean> {
+  const rows = await q
+    .select({ id: waits.id })
+    .from(waits)
+    .where(and(eq(waits.runId, runId), eq(waits.signal, signal), eq(waits.status, "waiting")));
+  return rows.length > 0;
+}
+
+export interface WaitFilter {
+  runId?: string;
+  signal?: string;
+  status?: string;
+  metadata?: Record<string, string>;
+  deadlineBefore?: Date;
+  createdBefore?: Date;
+  after?: { createdAt: Date; id: string };
+}
+
+/** Oldest first, keyset-paginated on (created_at, id); fetches limit + 1 to know if there is more. */
+export async function listWaits(q: Queryable, f: WaitFilter, limit: number): Promise<WaitRow[]> {
+  const conditions: SQL[] = [];
+  if (f.runId !== undefined) conditions.push(eq(waits.runId, f.runId));
+  if (f.signal !== undefined) conditions.push(eq(waits.signal, f.signal));
+  if (f.status !== undefined) conditions.push(eq(waits.status, f.status));
+  if (f.metadata && Object.keys(f.metadata).length > 0) {
+    conditions.push(sql`${waits.metadata} @> ${JSON.stringify(f.metadata)}::jsonb`);
+  }
+  if (f.deadlineBefore) conditions.push(lt(waits.timeoutAt, f.deadlineBefore));
+  if (f.createdBefore) conditions.push(lt(waits.createdAt, f.createdBefore));
+  if (f.after) {
+    conditions.push(sql`(${waits.createdAt}, ${waits.id}) > (${f.after.createdAt.toISOString()}::timestamptz, ${f.after.id}::text)`);
+  }
+  const rows = await selectWaits(q)
+    .where(and(...conditions))
+    .orderBy(asc(waits.createdAt), asc(waits.id))
+    .limit(limit + 1);
+  return normalise(rows);
+}

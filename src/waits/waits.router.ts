@@ -1,0 +1,195 @@
+import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
+import type { Deps } from "../core/context.ts";
+import { BadRequestError } from "../core/errors.ts";
+import { bearerSecurity, commonProblems, CursorQuery, defaultHook, json, LimitQuery, listOf, problems, RunIdSchema, SignalNameSchema, WaitIdSchema } from "../http/openapi.ts";
+import { cancelWait, redeliverWait } from "./cancel-wait.ts";
+import { findWaits } from "./find-waits.ts";
+import { getWait, MAX_WAIT_S } from "./get-wait.ts";
+import { openWait } from "./open-wait.ts";
+import type { WaitWatchers } from "./wait-watchers.ts";
+
+const Timestamp = z.string().datetime({ offset: true });
+const NullableTimestamp = Timestamp.nullable();
+
+export const WaitSchema = z
+  .object({
+    id: z.string().openapi({ example: "wt_01jb2m3k4n5p6q7r8s9t0v1w2x3y" }),
+    run_id: z.string().openapi({ example: "order-17" }),
+    signal: z.string().openapi({ example: "manager-approval" }),
+    key: z.string().nullable().openapi({ example: "scene-2/approval" }),
+    status: z.enum(["waiting", "received", "timed_out", "cancelled"]),
+    created_at: Timestamp,
+    timeout_at: NullableTimestamp,
+    resolved_at: NullableTimestamp,
+    metadata: z.record(z.string(), z.unknown()).openapi({ example: { order_id: "o-17", assignee: "kim" } }),
+    callback_url: z.string().nullable().openapi({ example: "http://engine:9000/resume" }),
+    result: z
+      .object({ signal_id: z.string(), sequence: z.number().int(), payload: z.unknown(), received_at: Timestamp })
+      .nullable()
+      .openapi({ description: "The signal that resolved the wait, once received" }),
+    delivery: z
+      .object({ status: z.enum(["none", "pending", "delivered", "failed"]), attempts: z.number().int(), last_error: z.string().nullable() })
+      .openapi({ description: "The resume callback's progress" }),
+  })
+  .openapi("Wait");
+
+const OpenWaitBody = z
+  .object({
+    signal: SignalNameSchema,
+    key: z.string().min(1).max(200).optional().openapi({ description: "The step path: the same run and key return the same wait", example: "scene-2/approval" }),
+    timeout_s: z.number().min(0).max(10 * 365 * 86400).optional().openapi({ example: 172800 }),
+    timeout_at: Timestamp.optional().openapi({ description: "Absolute deadline (RFC 3339); a past one times out at once" }),
+    callback_url: z.string().url().max(2000).regex(/^https?:\/\//i, "must be an http(s) URL").optional().openapi({ example: "http://engine:9000/resume" }),
+    metadata: z.record(z.string(), z.unknown()).optional().openapi({ example: { order_id: "o-17", assignee: "kim" } }),
+  })
+  .strict()
+  .refine((b) => b.timeout_s === undefined || b.timeout_at === undefined, { message: "give timeout_s or timeout_at, not both", path: ["timeout_at"] })
+  .refine((b) => b.metadata === undefined || JSON.stringify(b.metadata).length <= 16384, { message: "must be at most 16 KiB as JSON", path: ["metadata"] })
+  .openapi("OpenWait");
+
+const RunParams = z.object({ run: RunIdSchema.openapi({ param: { name: "run", in: "path" } }) });
+const IdParams = z.object({ id: WaitIdSchema.openapi({ param: { name: "id", in: "path" } }) });
+const StatusQuery = z.enum(["waiting", "received", "timed_out", "cancelled"]).optional();
+
+const open = createRoute({
+  method: "post",
+  path: "/runs/{run}/waits",
+  operationId: "openWait",
+  summary: "Open a wait: the run pauses until a signal, a timeout or a cancel",
+  tags: ["Waits"],
+  security: bearerSecurity,
+  request: { params: RunParams, body: { content: { "application/json": { schema: OpenWaitBody } }, required: true } },
+  responses: {
+    201: json(WaitSchema, "Opened (already `received` if a buffered signal was waiting)"),
+    200: json(WaitSchema, "A wait with this run and key exists: that wait"),
+    ...commonProblems,
+    404: problems[404],
+    409: problems[409],
+    413: problems[413],
+  },
+});
+
+const get = createRoute({
+  method: "get",
+  path: "/waits/{id}",
+  operationId: "getWait",
+  summary: "Read a wait; with wait_s, long-poll until it leaves waiting",
+  tags: ["Waits"],
+  security: bearerSecurity,
+  request: {
+    params: IdParams,
+    query: z.object({
+      wait_s: z.coerce.number().min(0).max(MAX_WAIT_S).optional().openapi({ description: `Hold up to this many seconds (max ${MAX_WAIT_S}) while the wait is waiting` }),
+    }),
+  },
+  responses: { 200: json(WaitSchema, "The wait"), ...commonProblems, 404: problems[404] },
+});
+
+const cancel = createRoute({
+  method: "post",
+  path: "/waits/{id}/cancel",
+  operationId: "cancelWait",
+  summary: "Cancel a waiting wait (callback signal.cancelled)",
+  tags: ["Waits"],
+  security: bearerSecurity,
+  request: { params: IdParams },
+  responses: { 200: json(WaitSchema, "Cancelled"), ...commonProblems, 404: problems[404], 409: problems[409] },
+});
+
+const redeliver = createRoute({
+  method: "post",
+  path: "/waits/{id}/redeliver",
+  operationId: "redeliverWait",
+  summary: "Queue the callback again (after a failed delivery)",
+  tags: ["Waits"],
+  security: bearerSecurity,
+  request: { params: IdParams },
+  responses: { 202: json(WaitSchema, "Delivery queued"), ...commonProblems, 404: problems[404], 409: problems[409] },
+});
+
+const listForRun = createRoute({
+  method: "get",
+  path: "/runs/{run}/waits",
+  operationId: "listRunWaits",
+  summary: "ListWaitingSignals: a run's waits, oldest first",
+  tags: ["Waits"],
+  security: bearerSecurity,
+  request: { params: RunParams, query: z.object({ status: StatusQuery, limit: LimitQuery, cursor: CursorQuery }) },
+  responses: { 200: json(listOf(WaitSchema, "WaitList"), "A page of waits"), ...commonProblems },
+});
+
+const find = createRoute({
+  method: "get",
+  path: "/waits",
+  operationId: "findWaits",
+  summary: "FindRunsWaitingFor: waits across runs, oldest first",
+  description: "Filter metadata with `metadata.<key>=<value>` query parameters (string equality, all must match).",
+  tags: ["Waits"],
+  security: bearerSecurity,
+  request: {
+    query: z.object({
+      signal: SignalNameSchema.optional(),
+      status: StatusQuery,
+      run_id: RunIdSchema.optional(),
+      deadline_before: Timestamp.optional().openapi({ description: "Only waits whose timeout_at is before this instant" }),
+      created_before: Timestamp.optional().openapi({ description: "Only waits created before this instant" }),
+      limit: LimitQuery,
+      cursor: CursorQuery,
+    }),
+  },
+  responses: { 200: json(listOf(WaitSchema, "WaitList"), "A page of waits"), ...commonProblems },
+});
+
+/** `metadata.<key>=<value>` query parameters, as a containment filter. */
+function metadataFilter(query: Record<string, string[]>): Record<string, string> | undefined {
+  const out: Record<string, string> = {};
+  for (const [name, values] of Object.entries(query)) {
+    if (!name.startsWith("metadata.")) continue;
+    const key = name.slice("metadata.".length);
+    if (key.length === 0 || key.length > 100 || values.length !== 1) {
+      throw new BadRequestError(`query parameter '${name}' must name a key and appear once`, [{ path: `/${name}`, message: "is invalid" }]);
+    }
+    out[key] = values[0]!;
+  }
+  return Object.keys(out).length > 0 ? out : undefined;
+}
+
+export function waitsRouter(deps: Deps & { watchers: WaitWatchers; shutdown: AbortSignal }) {
+  return new OpenAPIHono({ defaultHook })
+    .openapi(open, async (c) => {
+      const body = c.req.valid("json");
+      const { wait, created } = await openWait(deps, {
+        runId: c.req.valid("param").run,
+        signal: body.signal,
+        key: body.key,
+        timeoutS: body.timeout_s,
+        timeoutAt: body.timeout_at === undefined ? undefined : new Date(body.timeout_at),
+        callbackUrl: body.callback_url,
+        metadata: body.metadata,
+      });
+      return c.json(wait, created ? 201 : 200);
+    })
+    .openapi(get, async (c) => {
+      const signal = AbortSignal.any([c.req.raw.signal, deps.shutdown]);
+      return c.json(await getWait(deps, c.req.valid("param").id, c.req.valid("query").wait_s ?? 0, signal), 200);
+    })
+    .openapi(cancel, async (c) => c.json(await cancelWait(deps, c.req.valid("param").id), 200))
+    .openapi(redeliver, async (c) => c.json(await redeliverWait(deps, c.req.valid("param").id), 202))
+    .openapi(listForRun, async (c) => c.json(await findWaits(deps, { runId: c.req.valid("param").run, ...c.req.valid("query") }), 200))
+    .openapi(find, async (c) => {
+      const q = c.req.valid("query");
+      return c.json(
+        await findWaits(deps, {
+          signal: q.signal,
+          status: q.status,
+          runId: q.run_id,
+          metadata: metadataFilter(c.req.queries()),
+          deadlineBefore: q.deadline_before ? new Date(q.deadline_before) : undefined,
+          createdBefore: q.created_before ? new Date(q.created_before) : undefined,
+          limit: q.limit,
+          cursor: q.cursor,
+        }),
+        200,
+      );
+    });
+}
