@@ -1,0 +1,46 @@
+import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+
+export interface ReceivedCallback {
+  headers: IncomingHttpHeaders;
+  body: string;
+  json: { id: string; type: string; occurred_at: string; wait: Record<string, unknown> & { id: string; status: string } };
+  at: number;
+}
+
+/** A workflow engine stand-in: records every callback and answers with `respond` (default 204). */
+export async function startCallbackReceiver(respond: (n: number, cb: ReceivedCallback) => number = () => 204) {
+  const received: ReceivedCallback[] = [];
+  const waiters: Array<() => void> = [];
+  const server: Server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      const body = Buffer.concat(chunks).toString("utf8");
+      const cb: ReceivedCallback = { headers: req.headers, body, json: JSON.parse(body), at: performance.now() };
+      received.push(cb);
+      res.statusCode = respond(received.length, cb);
+      res.end();
+      waiters.splice(0).forEach((w) => w());
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/resume`;
+  return {
+    url,
+    received,
+    /** Resolves once `n` callbacks have arrived (rejects after `timeoutMs`). */
+    async waitFor(n: number, timeoutMs = 10_000): Promise<ReceivedCallback[]> {
+      const deadline = Date.now() + timeoutMs;
+      while (received.length < n) {
+        if (Date.now() > deadline) throw new Error(`expected ${n} callbacks, got ${received.length}`);
+        await new Promise<void>((resolve) => {
+          waiters.push(resolve);
+          setTimeout(resolve, 100);
+        });
+      }
+      return received;
+    },
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}

@@ -1,0 +1,123 @@
+import type { AddressInfo } from "node:net";
+import { randomBytes } from "node:crypto";
+import { serve, type ServerType } from "@hono/node-server";
+import postgres from "postgres";
+import { inject } from "vitest";
+import { createApp } from "../../src/app.ts";
+import { loadConfig, type Config } from "../../src/config.ts";
+import type { Deps } from "../../src/core/context.ts";
+import { createLogger } from "../../src/core/logger.ts";
+import { openDatabase, type Database } from "../../src/db/client.ts";
+import { callbackKey } from "../../src/delivery/sign-webhook.ts";
+import { WaitWatchers } from "../../src/waits/wait-watchers.ts";
+import { startWorker, type Worker } from "../../src/worker/runner.ts";
+import { TEMPLATE_DB, withDatabase } from "./global-setup.ts";
+
+export const API_KEY = "test-management-key";
+export const CALLBACK_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+
+/** A fresh database cloned from the migrated template; dropped by the returned function. */
+export async function createTestDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
+  const serverUrl = inject("pgServerUrl");
+  const name = `sbx_test_${randomBytes(6).toString("hex")}`;
+  const admin = postgres(serverUrl, { max: 1, onnotice: () => {} });
+  // CREATE DATABASE ... TEMPLATE fails while anything else is connected to the template; retry briefly.
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await admin.unsafe(`create database ${name} template ${TEMPLATE_DB}`);
+      break;
+    } catch (err) {
+      if (attempt > 50) throw err;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  return {
+    url: withDatabase(serverUrl, name),
+    drop: async () => {
+      await admin.unsafe(`drop database if exists ${name} with (force)`).catch(() => {});
+      await admin.end();
+    },
+  };
+}
+
+export interface TestApp {
+  baseUrl: string;
+  databaseUrl: string;
+  database: Database;
+  deps: Deps;
+  config: Config;
+  watchers: WaitWatchers;
+  worker?: Worker;
+  /** fetch against the app with the management key (unless headers override it). */
+  api(path: string, init?: RequestInit & { json?: unknown }): Promise<Response>;
+  close(): Promise<void>;
+}
+
+export interface TestAppOptions {
+  env?: Record<string, string>;
+  /** Run the job worker in this process (default true). */
+  worker?: boolean;
+  /** Reuse an existing database (a second "process" on the same database). */
+  databaseUrl?: string;
+}
+
+/** The whole service on a real socket and a real database, as main.ts builds it. */
+export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> {
+  const db = opts.databaseUrl ? { url: opts.databaseUrl, drop: async () => {} } : await createTestDatabase();
+  const config = loadConfig({
+    SIGNALBOX_API_KEYS: API_KEY,
+    SIGNALBOX_CALLBACK_SECRET: CALLBACK_SECRET,
+    SIGNALBOX_DELIVERY_BACKOFF_S: "0.05",
+    SIGNALBOX_POLL_INTERVAL_MS: "100",
+    SIGNALBOX_WORKER_STALE_S: "2",
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "silent",
+    ...opts.env,
+  });
+  const log = createLogger(config.LOG_LEVEL);
+  const database = openDatabase(db.url, { max: config.SIGNALBOX_DB_POOL_SIZE });
+  const deps: Deps = { db: database.db, config, log, secrets: { apiKeys: config.SIGNALBOX_API_KEYS, callbackSecret: callbackKey(CALLBACK_SECRET) } };
+  const watchers = new WaitWatchers();
+  await watchers.listen(database.sql, log);
+  const worker =
+    opts.worker === false
+      ? undefined
+      : await startWorker(
+          { ...deps, workerStaleS: config.SIGNALBOX_WORKER_STALE_S },
+          { databaseUrl: db.url, concurrency: config.SIGNALBOX_WORKER_CONCURRENCY, pollIntervalMs: config.SIGNALBOX_POLL_INTERVAL_MS },
+        );
+  const shutdown = new AbortController();
+  const app = createApp({
+    ...deps,
+    watchers,
+    shutdown: shutdown.signal,
+    readiness: { database: async () => true, worker: () => worker?.healthy() ?? false },
+  });
+  const server: ServerType = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" });
+  await new Promise<void>((resolve) => server.once("listening", resolve));
+  const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+
+  return {
+    baseUrl,
+    databaseUrl: db.url,
+    database,
+    deps,
+    config,
+    watchers,
+    worker,
+    api(path, init = {}) {
+      const { json, ...rest } = init;
+      const headers = new Headers(rest.headers);
+      if (!headers.has("authorization")) headers.set("authorization", `Bearer ${API_KEY}`);
+      if (json !== undefined) headers.set("content-type", "application/json");
+      return fetch(baseUrl + path, { ...rest, headers, body: json !== undefined ? JSON.stringify(json) : rest.body });
+    },
+    async close() {
+      shutdown.abort();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await worker?.stop();
+      await watchers.close();
+      await database.close();
+      await db.drop();
+    },
+  };
+}
