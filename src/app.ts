@@ -34,7 +34,12 @@ export const OPENAPI_CONFIG = {
 };
 
 export function createApp(deps: AppDeps) {
-  const verifyToken = tokenVerifier(deps.secrets.apiKeys);
+  const verifyToken = tokenVerifier(deps.secrets.apiKeys, {
+    secret: deps.config.SIGNALBOX_JWT_SECRET,
+    jwksUrl: deps.config.SIGNALBOX_JWKS_URL,
+    issuer: deps.config.SIGNALBOX_JWT_ISSUER,
+    audience: deps.config.SIGNALBOX_JWT_AUDIENCE,
+  });
   const app = new OpenAPIHono({ defaultHook });
 
   app.use(requestId());

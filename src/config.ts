@@ -13,6 +13,10 @@ const ConfigSchema = z.object({
   SIGNALBOX_API_KEYS: csv,
   SIGNALBOX_JWT_SECRET: z.string().min(32, "SIGNALBOX_JWT_SECRET must be at least 32 bytes").optional(),
   SIGNALBOX_JWKS_URL: z.string().url().optional(),
+  SIGNALBOX_JWT_ISSUER: z.string().min(1).optional(),
+  SIGNALBOX_JWT_AUDIENCE: z.string().min(1).optional(),
+  /** 32 bytes (base64 or hex) that encrypt signing secrets at rest. */
+  SIGNALBOX_SECRET_KEY: z.string().min(1).optional(),
   SIGNALBOX_CALLBACK_SECRET: z.string().min(1).optional(),
   SIGNALBOX_MAX_BODY_BYTES: z.coerce.number().int().positive().default(1024 * 1024),
   SIGNALBOX_DELIVERY_BACKOFF_S: z.coerce.number().positive().default(1),

@@ -3,6 +3,7 @@ import { serve } from "@hono/node-server";
 import { sql } from "drizzle-orm";
 import { createApp } from "./app.ts";
 import { bootstrapSecrets } from "./auth/bootstrap-secrets.ts";
+import { parseSecretKey, SecretBox } from "./auth/secret-box.ts";
 import { loadConfig } from "./config.ts";
 import { createLogger } from "./core/logger.ts";
 import { openDatabase } from "./db/client.ts";
@@ -29,7 +30,9 @@ async function main() {
 
   const secrets = await bootstrapSecrets(config, log);
   const database = openDatabase(url, { max: config.SIGNALBOX_DB_POOL_SIZE });
-  const deps = { db: database.db, config, log, secrets };
+  const secretBox = config.SIGNALBOX_SECRET_KEY ? new SecretBox(parseSecretKey(config.SIGNALBOX_SECRET_KEY)) : undefined;
+  if (!secretBox) log.warn("SIGNALBOX_SECRET_KEY is not set: signing secrets are stored unencrypted in the database");
+  const deps = { db: database.db, config, log, secrets, secretBox };
   if (config.SIGNALBOX_SIGNAL_TYPES_FILE) {
     const names = await loadSignalTypesFile(deps, config.SIGNALBOX_SIGNAL_TYPES_FILE, process.env);
     log.info({ signalTypes: names }, "signal types declared from file");

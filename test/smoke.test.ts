@@ -17,7 +17,7 @@ afterAll(async () => {
 describe("the walk-through", () => {
   it("declares a type, opens a wait, sends a signal and delivers a signed callback", async () => {
     expect((await app.api("/signal-types/approval", { method: "PUT", json: { auth: { scheme: "none" } } })).status).toBe(201);
-    const wait = await (await app.api("/runs/run-1/waits", { method: "POST", json: { signal: "approval", callback_url: engine.url } })).json();
+    const wait: any = await (await app.api("/runs/run-1/waits", { method: "POST", json: { signal: "approval", callback_url: engine.url } })).json();
     expect(wait.status).toBe("waiting");
     const sent = await fetch(`${app.baseUrl}/signals/run-1/approval`, { method: "POST", body: '{"approved":true}' });
     expect(sent.status).toBe(202);

@@ -1,6 +1,7 @@
 import type { MiddlewareHandler } from "hono";
 import { UnauthorizedError } from "../core/errors.ts";
 import { bearerToken, matchesApiKey } from "./api-keys.ts";
+import { createJwtVerifier, type JwtOptions } from "./jwt.ts";
 
 export interface ManagementAuthOptions {
   /** Requests that need no management token (health, docs, intake which has its own auth). */
@@ -16,7 +17,12 @@ export const managementAuth = (opts: ManagementAuthOptions): MiddlewareHandler =
     return next();
   };
 
-/** Verifies a management token: a static key now; JWTs slot in here. */
-export function tokenVerifier(apiKeys: readonly string[]) {
-  return async (token: string | undefined): Promise<boolean> => token !== undefined && matchesApiKey(token, apiKeys);
+/** Verifies a management token: a static key, or a JWT when a JWT source is configured. */
+export function tokenVerifier(apiKeys: readonly string[], jwt: JwtOptions = {}) {
+  const verifyJwt = createJwtVerifier(jwt);
+  return async (token: string | undefined): Promise<boolean> => {
+    if (token === undefined || token.length > 8192) return false;
+    if (apiKeys.length > 0 && matchesApiKey(token, apiKeys)) return true;
+    return verifyJwt ? verifyJwt(token) : false;
+  };
 }

@@ -1,3 +1,4 @@
+import type { SecretBox } from "../auth/secret-box.ts";
 import type { Config } from "../config.ts";
 import type { Db, Tx } from "../db/client.ts";
 import type { Log } from "./logger.ts";
@@ -9,6 +10,8 @@ export interface Deps {
   log: Log;
   /** Secrets generated or loaded at start (callback signing key, API keys). */
   secrets: { callbackSecret: Uint8Array; apiKeys: string[] };
+  /** Encrypts signing secrets at rest; absent when SIGNALBOX_SECRET_KEY is not set. */
+  secretBox?: SecretBox;
 }
 
 const RETRYABLE = new Set(["40001", "40P01"]); // serialization failure, deadlock

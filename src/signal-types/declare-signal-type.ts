@@ -1,3 +1,4 @@
+import { sealSecrets } from "../auth/secret-box.ts";
 import { withTransaction, type Deps } from "../core/context.ts";
 import { NotFoundError, UnprocessableError } from "../core/errors.ts";
 import { checkSchema } from "./payload-schema.ts";
@@ -5,7 +6,7 @@ import { toSignalTypeResource, type SignalTypeInput, type SignalTypeResource } f
 import { deleteSignalType, findSignalType, upsertSignalType } from "./signal-types.queries.ts";
 
 export async function declareSignalType(
-  deps: Pick<Deps, "db">,
+  deps: Pick<Deps, "db" | "secretBox">,
   name: string,
   input: SignalTypeInput,
 ): Promise<{ signalType: SignalTypeResource; created: boolean }> {
@@ -19,7 +20,7 @@ export async function declareSignalType(
       schema,
       auth: {
         scheme: input.auth.scheme,
-        secrets: input.auth.secrets ?? [],
+        secrets: sealSecrets(deps.secretBox, input.auth.secrets ?? [], name),
         tolerance_s: input.auth.tolerance_s ?? 300,
         ...(input.auth.header !== undefined ? { header: input.auth.header.toLowerCase() } : {}),
         ...(input.auth.run_pointer !== undefined ? { run_pointer: input.auth.run_pointer } : {}),

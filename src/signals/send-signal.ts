@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { withTransaction, type Deps } from "../core/context.ts";
+import { debugPoint } from "../core/debug-point.ts";
 import type { ValidationIssue } from "../core/errors.ts";
 import { newId } from "../core/ids.ts";
 import { jsonDepthExceeds } from "../core/json-text.ts";
@@ -13,7 +14,8 @@ import { findSignalType } from "../signal-types/signal-types.queries.ts";
 import { resolveWaits } from "../waits/resolve-waits.ts";
 import { authenticateIntake, type IntakeCredentials } from "./authenticate-intake.ts";
 import type { IntakeAnswer } from "./signal-outcome.ts";
-import { findAcceptedByKey, insertAcceptedSignal, insertRejectedSignal, type NewSignal } from "./signals.queries.ts";
+import { claimWebhookId, findAcceptedByKey, insertAcceptedSignal, insertRejectedSignal, type NewSignal } from "./signals.queries.ts";
+import { openSecrets, type SecretBox } from "../auth/secret-box.ts";
 
 export const MAX_JSON_DEPTH = 64;
 
@@ -32,17 +34,23 @@ const utf8 = new TextDecoder("utf-8", { fatal: true });
  * Takes one signal from an external sender: authenticate, parse, validate, then in one
  * transaction under the run's lock resolve the open wait (or buffer, or reject) and record it.
  */
-export async function sendSignal(deps: Pick<Deps, "db">, input: SignalIntake): Promise<IntakeAnswer> {
+export async function sendSignal(deps: Pick<Deps, "db" | "secretBox">, input: SignalIntake): Promise<IntakeAnswer> {
   const type = await findSignalType(deps.db, input.signal);
-  const auth = authenticateIntake(type?.auth as SignalAuth | undefined, input);
-  if (!auth.ok) return { outcome: "rejected_unauthenticated", detail: "signature verification failed" };
-  if (!type) return { outcome: "rejected_unknown_signal", detail: `no signal type named '${input.signal}'` };
+  const typeAuth = type ? openAuth(deps.secretBox, type) : undefined;
+  const auth = authenticateIntake(typeAuth, input);
+  if (!auth.ok) return UNAUTHENTICATED;
+  if (!type || !typeAuth) return { outcome: "rejected_unknown_signal", detail: `no signal type named '${input.signal}'` };
 
   const parsed = parseBody(input.body);
   if ("error" in parsed) return { outcome: "invalid_json", detail: parsed.error };
   if ("tooDeep" in parsed) {
     const problems = [{ path: "", message: `must not nest deeper than ${MAX_JSON_DEPTH} levels` }];
     return { outcome: "rejected_invalid_payload", detail: "the payload nests too deeply", validation_errors: problems };
+  }
+
+  // A body-only signature does not cover the URL: bind it to the run through the payload.
+  if (!input.credentials.management && typeAuth.run_pointer !== undefined && !pointsAtRun(parsed.value, typeAuth.run_pointer, input.runId)) {
+    return UNAUTHENTICATED;
   }
 
   const key = input.idempotencyKey ?? auth.webhookId;
@@ -61,11 +69,25 @@ export async function sendSignal(deps: Pick<Deps, "db">, input: SignalIntake): P
     return { outcome: "rejected_invalid_payload", detail: "the payload does not satisfy the signal type's schema", signal_id: id, validation_errors: problems };
   }
 
-  return withTransaction(deps.db, (tx) => acceptSignal(tx, type, record));
+  const receipt = auth.webhookId ? { webhookId: auth.webhookId, keepS: 2 * typeAuth.tolerance_s } : undefined;
+  return withTransaction(deps.db, (tx) => acceptSignal(tx, type, record, receipt));
 }
 
-async function acceptSignal(tx: Tx, type: SignalTypeRow, record: Omit<NewSignal, "id" | "outcome">): Promise<IntakeAnswer> {
+const UNAUTHENTICATED: IntakeAnswer = { outcome: "rejected_unauthenticated", detail: "signature verification failed" };
+
+async function acceptSignal(
+  tx: Tx,
+  type: SignalTypeRow,
+  record: Omit<NewSignal, "id" | "outcome">,
+  receipt?: { webhookId: string; keepS: number },
+): Promise<IntakeAnswer> {
+  // A signed message id is good for one run only: replayed to another run's URL it is refused
+  // (before anything is written); replayed to the same run it is a duplicate, found below.
+  if (receipt && (await claimWebhookId(tx, type.name, receipt.webhookId, record.runId, receipt.keepS)) !== record.runId) {
+    return UNAUTHENTICATED;
+  }
   const run = await lockRun(tx, record.runId);
+  await debugPoint("send-signal:locked", record.runId); // tests: hold the run lock while a timeout tries
   if (record.idempotencyKey) {
     const earlier = await findAcceptedByKey(tx, record.runId, record.signal, record.idempotencyKey);
     if (earlier) {
@@ -147,4 +169,21 @@ function findUnstorableString(value: unknown, path: string): string | null {
     if (inner !== null) return inner;
   }
   return null;
+}
+
+/** The type's auth with its signing secrets decrypted for this request only. */
+function openAuth(box: SecretBox | undefined, type: SignalTypeRow): SignalAuth {
+  const auth = type.auth as SignalAuth;
+  return { ...auth, secrets: openSecrets(box, auth.secrets, type.name) };
+}
+
+/** True when the JSON Pointer `pointer` in `value` holds the run id (a string, or a number written the same). */
+function pointsAtRun(value: unknown, pointer: string, runId: string): boolean {
+  let here: unknown = value;
+  for (const raw of pointer.split("/").slice(1)) {
+    const key = raw.replace(/~1/g, "/").replace(/~0/g, "~");
+    if (here === null || typeof here !== "object" || !Object.hasOwn(here, key)) return false;
+    here = (here as Record<string, unknown>)[key];
+  }
+  return (typeof here === "string" || typeof here === "number") && String(here) === runId;
 }

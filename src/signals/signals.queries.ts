@@ -80,3 +80,26 @@ export async function listSignals(q: Queryable, f: SignalFilter, limit: number):
     .orderBy(asc(signals.receivedAt), asc(signals.id))
     .limit(limit + 1);
 }
+
+/**
+ * Claims a signed webhook id for a run; returns the run that holds it (this one, or the one
+ * that claimed it first). The primary key decides between concurrent claims, not a read.
+ */
+export async function claimWebhookId(q: Queryable, signalType: string, webhookId: string, runId: string, keepS: number): Promise<string> {
+  const claimed = await q.execute<{ run_id: string }>(sql`
+    insert into signalbox.webhook_receipts (signal_type, webhook_id, run_id, expires_at)
+    values (${signalType}::text, ${webhookId}::text, ${runId}::text, now() + ${keepS}::int * interval '1 second')
+    on conflict (signal_type, webhook_id) do nothing
+    returning run_id`);
+  if (claimed[0]) return claimed[0].run_id;
+  // A separate statement: its snapshot sees the claim that won, even one committed a moment ago.
+  const [holder] = await q.execute<{ run_id: string }>(sql`
+    select run_id from signalbox.webhook_receipts where signal_type = ${signalType}::text and webhook_id = ${webhookId}::text`);
+  return holder?.run_id ?? runId;
+}
+
+/** Webhook ids past their replay window are no longer needed to refuse a replay. */
+export async function purgeExpiredReceipts(q: Queryable): Promise<number> {
+  const rows = await q.execute(sql`delete from signalbox.webhook_receipts where expires_at < now() returning 1`);
+  return rows.length;
+}

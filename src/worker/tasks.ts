@@ -3,6 +3,7 @@ import { z } from "zod";
 import type { Deps } from "../core/context.ts";
 import { deliverCallback } from "../delivery/deliver-callback.ts";
 import { releaseDeadPools, scheduleSweep } from "../jobs/worker-pools.ts";
+import { purgeExpiredReceipts } from "../signals/signals.queries.ts";
 import { expireWait } from "../timeouts/expire-wait.ts";
 
 /** Jobs carry ids only; state lives in our tables. Payloads are parsed, never trusted. */
@@ -23,6 +24,7 @@ export function taskList(deps: TaskDeps): TaskList {
     sweep: async function sweepTask() {
       const released = await releaseDeadPools(deps.db, deps.workerStaleS);
       if (released.length > 0) deps.log.warn({ pools: released }, "released jobs held by dead worker pools");
+      await purgeExpiredReceipts(deps.db);
       await scheduleSweep(deps.db, sweepIntervalS(deps.workerStaleS), false);
     },
   };

@@ -16,6 +16,8 @@ declare module "vitest" {
 }
 
 let embedded: EmbeddedDatabase | undefined;
+// One data dir per test run, so runs side by side (several terminals) never share a cluster.
+const dataDir = path.resolve(".test-pg", String(process.pid));
 
 /**
  * One Postgres for the whole run: DATABASE_URL when given, else an embedded one. The schema is
@@ -25,9 +27,8 @@ let embedded: EmbeddedDatabase | undefined;
 export async function setup(project: TestProject) {
   let serverUrl = process.env.DATABASE_URL;
   if (!serverUrl) {
-    const dir = path.resolve(".test-pg");
-    await fs.rm(dir, { recursive: true, force: true });
-    embedded = await startEmbeddedPostgres(dir, createLogger("warn"));
+    await fs.rm(dataDir, { recursive: true, force: true });
+    embedded = await startEmbeddedPostgres(dataDir, createLogger("warn"));
     serverUrl = embedded.url;
   }
   const admin = postgres(serverUrl, { max: 1, onnotice: () => {} });
@@ -40,6 +41,7 @@ export async function setup(project: TestProject) {
 
 export async function teardown() {
   await embedded?.stop();
+  if (embedded) await fs.rm(dataDir, { recursive: true, force: true });
 }
 
 export function withDatabase(url: string, database: string): string {
