@@ -6,6 +6,7 @@ import {
   integer,
   jsonb,
   pgSchema,
+  primaryKey,
   text,
   timestamp,
   uniqueIndex,
@@ -133,6 +134,21 @@ export const events = signalbox.table(
     occurredAt: tz("occurred_at").notNull().defaultNow(),
   },
   (t) => [index("events_run_id").on(t.runId, t.id)],
+);
+
+/**
+ * Replay protection for schemes that sign a message id (standard-webhooks): an id is accepted
+ * once per signal type, across runs, for at least twice the timestamp tolerance.
+ */
+export const webhookReceipts = signalbox.table(
+  "webhook_receipts",
+  {
+    signalType: text("signal_type").notNull(),
+    webhookId: text("webhook_id").notNull(),
+    runId: text("run_id").notNull(),
+    expiresAt: tz("expires_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.signalType, t.webhookId] }), index("webhook_receipts_expires").on(t.expiresAt)],
 );
 
 /** Liveness of each process's job worker pool, so jobs a dead process had locked are released. */
