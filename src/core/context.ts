@@ -2,6 +2,7 @@ import type { SecretBox } from "../auth/secret-box.ts";
 import type { Config } from "../config.ts";
 import type { Db, Tx } from "../db/client.ts";
 import type { Log } from "./logger.ts";
+import type { Metrics } from "./metrics.ts";
 
 /** What every verb may use. Built once in main.ts (or per test) and injected; nothing reads globals. */
 export interface Deps {
@@ -12,6 +13,7 @@ export interface Deps {
   secrets: { callbackSecret: Uint8Array; apiKeys: string[] };
   /** Encrypts signing secrets at rest; absent when SIGNALBOX_SECRET_KEY is not set. */
   secretBox?: SecretBox;
+  metrics?: Metrics;
 }
 
 const RETRYABLE = new Set(["40001", "40P01"]); // serialization failure, deadlock

@@ -15,7 +15,7 @@ const ATTEMPT_TIMEOUT_MS = 10_000;
  * Webhooks (webhook-id = the event id, the same on every retry), then records the attempt and,
  * when it may still pass, schedules the next one with our own backoff.
  */
-export async function deliverCallback(deps: Pick<Deps, "db" | "config" | "secrets" | "log">, waitId: string, abort?: AbortSignal): Promise<AttemptVerdict | "skipped"> {
+export async function deliverCallback(deps: Pick<Deps, "db" | "config" | "secrets" | "log" | "metrics">, waitId: string, abort?: AbortSignal): Promise<AttemptVerdict | "skipped"> {
   const wait = await findWait(deps.db, waitId);
   if (!wait || wait.deliveryStatus !== "pending" || !wait.callbackUrl || wait.resolutionEventId === null) return "skipped";
   const [event] = await deps.db.select().from(events).where(eq(events.id, wait.resolutionEventId));
@@ -26,6 +26,7 @@ export async function deliverCallback(deps: Pick<Deps, "db" | "config" | "secret
   const headers = { "content-type": "application/json", "user-agent": "signalbox", ...signWebhook(deps.secrets.callbackSecret, id, Math.floor(Date.now() / 1000), body) };
   let status: number | undefined;
   let error: string | null = null;
+  const started = performance.now();
   try {
     const timeout = AbortSignal.timeout(ATTEMPT_TIMEOUT_MS);
     const res = await fetch(wait.callbackUrl, { method: "POST", body, headers, redirect: "manual", signal: abort ? AbortSignal.any([abort, timeout]) : timeout });
@@ -36,12 +37,16 @@ export async function deliverCallback(deps: Pick<Deps, "db" | "config" | "secret
     error = `request failed: ${describe(err)}`;
   }
   const verdict = classifyAttempt(status);
-  await recordAttempt(deps, waitId, wait.deliveryAttempts, verdict, error);
+  deps.metrics?.deliveryLatency.observe((performance.now() - started) / 1000);
+  const final = await recordAttempt(deps, waitId, wait.deliveryAttempts, verdict, error);
+  deps.metrics?.deliveries.inc({ result: final });
+  if (final !== "retry") deps.metrics?.deliveryAttempts.observe(wait.deliveryAttempts + 1);
   deps.log.info({ waitId, eventId: id, status, verdict, attempt: wait.deliveryAttempts + 1 }, "callback attempt");
   return verdict;
 }
 
-async function recordAttempt(deps: Pick<Deps, "db" | "config">, waitId: string, attemptsBefore: number, verdict: AttemptVerdict, error: string | null) {
+/** Records the attempt; returns how the delivery stands now (a retryable error past the last attempt is failed). */
+async function recordAttempt(deps: Pick<Deps, "db" | "config">, waitId: string, attemptsBefore: number, verdict: AttemptVerdict, error: string | null): Promise<AttemptVerdict> {
   const attempt = attemptsBefore + 1;
   const retry = verdict === "retry" && attempt < deps.config.SIGNALBOX_DELIVERY_MAX_ATTEMPTS;
   const status = verdict === "delivered" ? "delivered" : retry ? "pending" : "failed";
@@ -56,6 +61,7 @@ async function recordAttempt(deps: Pick<Deps, "db" | "config">, waitId: string, 
       await addJob(tx, "deliver_callback", { id: waitId }, { runAt: sql`now() + ${delayS}::double precision * interval '1 second'`, jobKey: jobKeys.deliver(waitId) });
     }
   });
+  return status === "pending" ? "retry" : status;
 }
 
 function describe(err: unknown): string {

@@ -43,10 +43,15 @@ export const json = <T extends z.ZodTypeAny>(schema: T, description: string) => 
 
 /** Turns zod failures into problem+json 400s with every violation as a JSON Pointer. */
 export function zodIssues(error: ZodError) {
-  return error.issues.slice(0, 20).map((i) => ({
-    path: i.path.length === 0 ? "" : "/" + i.path.map((p) => escapePointer(String(p))).join("/"),
-    message: i.message,
-  }));
+  const pointer = (path: readonly PropertyKey[]) => (path.length === 0 ? "" : "/" + path.map((p) => escapePointer(String(p))).join("/"));
+  // An unknown key is reported where it is (`/auth/colour`), one entry per key, not at its parent.
+  return error.issues
+    .flatMap((i) =>
+      i.code === "unrecognized_keys"
+        ? i.keys.map((k) => ({ path: pointer([...i.path, k]), message: "is not a known field" }))
+        : [{ path: pointer(i.path), message: i.message }],
+    )
+    .slice(0, 20);
 }
 
 export const defaultHook: Hook<unknown, Env, string, unknown> = (result, c) => {

@@ -3,6 +3,7 @@ import type { Context } from "hono";
 import { bearerToken } from "../auth/api-keys.ts";
 import type { Deps } from "../core/context.ts";
 import { PayloadTooLargeError } from "../core/errors.ts";
+import type { Metrics } from "../core/metrics.ts";
 import { bearerSecurity, commonProblems, CursorQuery, defaultHook, json, LimitQuery, listOf, problems, RunIdSchema, SignalNameSchema } from "../http/openapi.ts";
 import { problemResponse, type Problem } from "../http/problem.ts";
 import { sendSignal } from "./send-signal.ts";
@@ -145,13 +146,18 @@ const list = createRoute({
 });
 
 export interface SignalsRouterDeps extends Deps {
+  metrics: Metrics;
   isManagementToken(token: string | undefined): Promise<boolean>;
-  onUnauthenticated(signal: string, reason: string): void;
 }
 
 export function signalsRouter(deps: SignalsRouterDeps) {
   const app = new OpenAPIHono({ defaultHook })
-    .openapi(batch, async (c) => c.json({ results: await sendSignalBatch(deps, c.req.valid("json").signals) }, 200))
+    .openapi(batch, async (c) => {
+      const items = c.req.valid("json").signals;
+      const results = await sendSignalBatch(deps, items);
+      results.forEach((r, i) => deps.metrics.signals.inc(signalLabels(items[i]!.signal, r.outcome)));
+      return c.json({ results }, 200);
+    })
     .openapi(listForRun, async (c) => c.json(await findSignals(deps, { runId: c.req.valid("param").run, ...c.req.valid("query") }), 200))
     .openapi(list, async (c) => c.json(await findSignals(deps, c.req.valid("query")), 200));
   app.openAPIRegistry.registerPath(intake);
@@ -167,7 +173,9 @@ export function signalsRouter(deps: SignalsRouterDeps) {
       idempotencyKey: c.req.header("idempotency-key"),
       credentials: { management, headers: headerValues(c), nowSeconds: Math.floor(Date.now() / 1000) },
     });
-    if (answer.outcome === "rejected_unauthenticated") deps.onUnauthenticated(params.data.signal, answer.detail);
+    // Unauthenticated attempts are not in the signal log (anyone can make them): only counted.
+    if (answer.outcome === "rejected_unauthenticated") deps.metrics.unauthenticated.inc();
+    else deps.metrics.signals.inc(signalLabels(params.data.signal, answer.outcome));
     return intakeResponse(c, answer);
   });
   return app;
@@ -213,3 +221,6 @@ async function readBody(c: Context, maxBytes: number): Promise<Uint8Array> {
 }
 
 const tooLarge = (maxBytes: number) => new PayloadTooLargeError(`the body is larger than ${maxBytes} bytes`, { outcome: "payload_too_large" });
+
+/** Names of unknown signal types come from the caller: never a label value (unbounded series). */
+const signalLabels = (signal: string, outcome: string) => ({ signal: outcome === "rejected_unknown_signal" ? "(unknown)" : signal, outcome });

@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
 import { withTransaction, type Deps } from "../core/context.ts";
+import { debugPoint } from "../core/debug-point.ts";
 import { addJob, jobKeys } from "../jobs/enqueue.ts";
 import { lockRun } from "../runs/runs.queries.ts";
 import { resolveWaits } from "../waits/resolve-waits.ts";
@@ -14,12 +15,16 @@ export async function expireWait(deps: Pick<Deps, "db">, waitId: string): Promis
   return withTransaction(deps.db, async (tx) => {
     const wait = await findWait(tx, waitId);
     if (!wait || wait.status !== "waiting") return "not_waiting";
+    await debugPoint("expire-wait:read", waitId); // tests: a signal may commit here, after our read
     await lockRun(tx, wait.runId);
     const [expired] = await resolveWaits(tx, sql`id = ${waitId}::text and timeout_at <= now()`, {
       status: "timed_out",
       event: "signal.timeout",
     });
-    if (expired) return "timed_out";
+    if (expired) {
+      await debugPoint("expire-wait:resolved", waitId); // tests: still holding the run lock, not yet committed
+      return "timed_out";
+    }
     const still = await findWait(tx, waitId);
     if (still?.status === "waiting" && still.timeoutAt) {
       await addJob(tx, "expire_wait", { id: waitId }, { runAt: sql`${still.timeoutAt.toISOString()}::timestamptz`, jobKey: jobKeys.expire(waitId) });
