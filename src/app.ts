@@ -13,11 +13,11 @@ import { problemFromError, problemResponse } from "./http/problem.ts";
 import { runsRouter } from "./runs/runs.router.ts";
 import { signalTypesRouter } from "./signal-types/signal-types.router.ts";
 import { signalsRouter } from "./signals/signals.router.ts";
-import type { WaitWatchers } from "./waits/wait-watchers.ts";
+import type { ChangeFeed } from "./events/change-feed.ts";
 import { waitsRouter } from "./waits/waits.router.ts";
 
 export interface AppDeps extends Deps {
-  watchers: WaitWatchers;
+  changes: ChangeFeed;
   readiness: ReadinessChecks;
   /** Aborted on SIGTERM: held long-polls answer at once. */
   shutdown: AbortSignal;
@@ -32,8 +32,22 @@ export const OPENAPI_CONFIG = {
   info: {
     title: "signalbox",
     version: "0.1.0",
-    description: "A signal broker for workflow engines: waits, signals, timeouts and resume callbacks.",
+    description:
+      "A signal broker for workflow engines: waits, signals, timeouts and resume callbacks. " +
+      "Errors are `application/problem+json` (RFC 9457). Management endpoints take `Authorization: Bearer <token>`; " +
+      "`POST /signals/{run}/{signal}` authenticates each request by its signal type's `auth`.",
+    // No licence has been chosen for signalbox yet: this says so rather than guess one.
+    license: { name: "Proprietary (no licence granted yet)", identifier: "LicenseRef-Proprietary" },
   },
+  // Relative: the document is served by the signalbox it describes (clients take a base URL anyway).
+  servers: [{ url: "/", description: "The signalbox serving this document" }],
+  tags: [
+    { name: "Signal types", description: "The declared contract of a signal: payload JSON Schema, sender authentication, buffering" },
+    { name: "Waits", description: "A run waiting for a signal, with an optional timeout and resume callback" },
+    { name: "Signals", description: "Intake from external systems, and the signal log" },
+    { name: "Runs", description: "A run's state, cancellation and history" },
+    { name: "Operations", description: "Health, readiness and Prometheus metrics (no token needed)" },
+  ],
 };
 
 export function createApp(deps: AppDeps) {

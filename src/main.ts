@@ -11,7 +11,7 @@ import { openDatabase } from "./db/client.ts";
 import type { EmbeddedDatabase } from "./db/embedded.ts";
 import { migrateDatabase } from "./db/migrate.ts";
 import { loadSignalTypesFile } from "./signal-types/load-signal-types-file.ts";
-import { WaitWatchers } from "./waits/wait-watchers.ts";
+import { ChangeFeed } from "./events/change-feed.ts";
 import { startWorker } from "./worker/runner.ts";
 
 const SHUTDOWN_BUDGET_MS = 9_000;
@@ -44,8 +44,8 @@ async function main() {
     log.info({ signalTypes: names }, "signal types declared from file");
   }
 
-  const watchers = new WaitWatchers();
-  await watchers.listen(database.sql, log);
+  const changes = new ChangeFeed();
+  await changes.listen(database.sql, log);
   const workerStaleS = config.SIGNALBOX_WORKER_STALE_S;
   const worker = await startWorker(
     { ...deps, workerStaleS },
@@ -55,7 +55,7 @@ async function main() {
   const shutdown = new AbortController();
   const app = createApp({
     ...deps,
-    watchers,
+    changes,
     shutdown: shutdown.signal,
     readiness: {
       database: async () => (await database.db.execute(sql`select 1`), true),
@@ -93,7 +93,7 @@ async function main() {
     (server as unknown as { closeIdleConnections?: () => void }).closeIdleConnections?.();
     await closed;
     await worker.stop();
-    await watchers.close();
+    await changes.close();
     await database.close();
     await embedded?.stop();
     log.info("stopped");

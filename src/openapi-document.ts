@@ -1,7 +1,7 @@
 import { createApp, OPENAPI_CONFIG, type AppDeps } from "./app.ts";
 import { loadConfig } from "./config.ts";
 import { createLogger } from "./core/logger.ts";
-import { WaitWatchers } from "./waits/wait-watchers.ts";
+import { ChangeFeed } from "./events/change-feed.ts";
 
 /**
  * The OpenAPI document, generated from the route contracts. Building the app touches no
@@ -13,7 +13,7 @@ export function openApiDocument(): unknown {
     config: loadConfig({}),
     log: createLogger("silent"),
     secrets: { apiKeys: [], callbackSecret: new Uint8Array() },
-    watchers: new WaitWatchers(),
+    changes: new ChangeFeed(),
     shutdown: new AbortController().signal,
     readiness: { database: async () => false, worker: () => false },
   } satisfies AppDeps;

@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import {
   bigint,
+  boolean,
   check,
   index,
   integer,
@@ -42,9 +43,21 @@ export const runs = signalbox.table(
     cancelReason: text("cancel_reason"),
     cancelledBy: text("cancelled_by"),
     cancelledAt: tz("cancelled_at"),
+    isPaused: boolean("is_paused").notNull().default(false),
+    pausedAt: tz("paused_at"),
+    pauseReason: text("pause_reason"),
+    pausedBy: text("paused_by"),
+    /** A checkpoint has found the run paused since the last pause (records `run.paused` once). */
+    pauseObserved: boolean("pause_observed").notNull().default(false),
+    /** Registered parent: pause, resume and cancel reach every descendant. */
+    parentRunId: text("parent_run_id"),
     createdAt: tz("created_at").notNull().defaultNow(),
   },
-  (t) => [check("runs_status", sql`${t.status} in ('active', 'cancelled')`)],
+  (t) => [
+    check("runs_status", sql`${t.status} in ('active', 'cancelled')`),
+    check("runs_not_own_parent", sql`${t.parentRunId} is null or ${t.parentRunId} <> ${t.runId}`),
+    index("runs_parent").on(t.parentRunId).where(sql`${t.parentRunId} is not null`),
+  ],
 );
 
 export const waits = signalbox.table(

@@ -2,13 +2,19 @@ import { and, asc, eq, gt, sql } from "drizzle-orm";
 import type { Queryable } from "../db/client.ts";
 import { events } from "../db/schema.ts";
 
-export type EventType =
-  | "signal.waiting"
-  | "signal.received"
-  | "signal.buffered"
-  | "signal.timeout"
-  | "signal.cancelled"
-  | "run.cancelled";
+export const EVENT_TYPES = [
+  "signal.waiting",
+  "signal.received",
+  "signal.buffered",
+  "signal.timeout",
+  "signal.cancelled",
+  "run.pausing",
+  "run.paused",
+  "run.resumed",
+  "run.cancelling",
+  "run.cancelled",
+] as const;
+export type EventType = (typeof EVENT_TYPES)[number];
 
 export interface NewEvent {
   runId: string;

@@ -2,14 +2,22 @@ import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import { sql } from "drizzle-orm";
 import type { Deps } from "../core/context.ts";
 import type { Metrics } from "../core/metrics.ts";
+import { noSecurity } from "./openapi.ts";
 
 const metricsRoute = createRoute({
   method: "get",
   path: "/metrics",
   operationId: "getMetrics",
   summary: "Prometheus metrics (text exposition format)",
+  description: "Counters and histograms of this process, plus gauges counted in the database (open waits, resolved waits, job queue depth) that cover every process.",
   tags: ["Operations"],
-  responses: { 200: { description: "Metrics", content: { "text/plain": { schema: z.string() } } } },
+  security: noSecurity,
+  responses: {
+    200: {
+      description: "Metrics",
+      content: { "text/plain": { schema: z.string().openapi({ example: "# TYPE signalbox_waits_open gauge\nsignalbox_waits_open 3\n" }) } },
+    },
+  },
 });
 
 /** Gauges that count rows are read from the database at scrape time, so they cover every process. */

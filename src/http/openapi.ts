@@ -5,8 +5,15 @@ import type { ZodError } from "zod";
 import { escapePointer } from "../signal-types/payload-schema.ts";
 import { badRequest, ProblemSchema, problemResponse } from "./problem.ts";
 
+/**
+ * A problem+json response. Every error response in the document is made here, so they all share
+ * one media type and the Problem shape (a route may pass an extension of ProblemSchema).
+ */
+export const problem = (description: string, schema: z.ZodTypeAny = ProblemSchema) => ({
+  description,
+  content: { "application/problem+json": { schema } },
+});
 /** Shared problem responses, spread into every route so the document lists what can happen. */
-const problem = (description: string) => ({ description, content: { "application/problem+json": { schema: ProblemSchema } } });
 export const problems = {
   400: problem("Malformed request: path, query or body"),
   401: problem("Missing or invalid credentials"),
@@ -19,6 +26,8 @@ export const problems = {
 export const commonProblems = { 400: problems[400], 401: problems[401], 500: problems[500] };
 
 export const bearerSecurity = [{ bearerAuth: [] as string[] }];
+/** Public operations (health, metrics): no credentials, said explicitly. */
+export const noSecurity: Array<Record<string, string[]>> = [];
 
 export const RunIdSchema = z
   .string()

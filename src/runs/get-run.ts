@@ -1,39 +1,35 @@
 import { and, eq, sql } from "drizzle-orm";
 import type { Deps } from "../core/context.ts";
-import { NotFoundError } from "../core/errors.ts";
+import { BadRequestError, NotFoundError } from "../core/errors.ts";
 import { parseEventId, listRunEvents, toEventResource } from "../events/events.queries.ts";
 import type { Queryable } from "../db/client.ts";
 import { runs, waits } from "../db/schema.ts";
-import { BadRequestError } from "../core/errors.ts";
 
 export async function getRunResource(q: Queryable, runId: string) {
   const [run] = await q
     .select({
-      runId: runs.runId,
-      status: runs.status,
-      cancelReason: runs.cancelReason,
-      cancelledBy: runs.cancelledBy,
-      cancelledAt: runs.cancelledAt,
+      row: runs,
       openWaits: sql<number>`(select count(*)::int from ${waits} where ${and(eq(waits.runId, runs.runId), eq(waits.status, "waiting"))})`,
+      children: sql<string[]>`coalesce((select json_agg(c.run_id order by c.run_id) from signalbox.runs c where c.parent_run_id = ${runs.runId}), '[]'::json)`,
     })
     .from(runs)
     .where(eq(runs.runId, runId));
   if (!run) throw new NotFoundError(`no run '${runId}' is known`);
-  const cancelled = run.status === "cancelled";
+  const r = run.row;
   return {
-    run_id: run.runId,
-    status: run.status as "active" | "cancelled",
+    run_id: r.runId,
+    status: r.status as "active" | "cancelled",
     control: {
-      is_paused: false,
-      paused_at: null,
-      pause_reason: null,
-      paused_by: null,
-      is_cancelled: cancelled,
-      cancel_reason: run.cancelReason,
-      cancelled_by: run.cancelledBy,
+      is_paused: r.isPaused,
+      paused_at: r.pausedAt?.toISOString() ?? null,
+      pause_reason: r.pauseReason,
+      paused_by: r.pausedBy,
+      is_cancelled: r.status === "cancelled",
+      cancel_reason: r.cancelReason,
+      cancelled_by: r.cancelledBy,
     },
-    parent_run_id: null,
-    children: [] as string[],
+    parent_run_id: r.parentRunId,
+    children: run.children,
     open_waits: Number(run.openWaits),
   };
 }

@@ -1,8 +1,15 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Deps } from "../core/context.ts";
-import { bearerSecurity, commonProblems, defaultHook, json, problems, RunIdSchema } from "../http/openapi.ts";
-import { cancelRun } from "./cancel-run.ts";
+import { bearerSecurity, commonProblems, defaultHook, json, problems, RunIdSchema, SignalNameSchema } from "../http/openapi.ts";
+import { streamSSE } from "hono/streaming";
+import { BadRequestError } from "../core/errors.ts";
+import type { ChangeFeed } from "../events/change-feed.ts";
+import { EVENT_TYPES, parseEventId } from "../events/events.queries.ts";
+import { checkpoint, MAX_CHECKPOINT_WAIT_S } from "./checkpoint.ts";
+import { cancelRun, pauseRun, resumeRun } from "./control-run.ts";
 import { getRun, getRunEvents } from "./get-run.ts";
+import { registerChild, unregisterChild } from "./run-children.ts";
+import { streamRunEvents } from "./stream-events.ts";
 
 const RunSchema = z
   .object({
@@ -27,7 +34,7 @@ const EventSchema = z
   .object({
     id: z.string().openapi({ example: "ev_42" }),
     run_id: z.string(),
-    type: z.enum(["signal.waiting", "signal.received", "signal.buffered", "signal.timeout", "signal.cancelled", "run.cancelled"]),
+    type: z.enum(EVENT_TYPES),
     wait_id: z.string().nullable(),
     signal_id: z.string().nullable(),
     data: z.record(z.string(), z.unknown()),
@@ -48,21 +55,66 @@ const get = createRoute({
   responses: { 200: json(RunSchema, "The run"), ...commonProblems, 404: problems[404] },
 });
 
-const cancel = createRoute({
+const ControlBody = z
+  .object({ reason: z.string().max(1000).optional(), by: z.string().max(200).optional() })
+  .strict()
+  .openapi("RunControl", { example: { reason: "provider outage", by: "kim@example.com" } });
+const controlBody = { content: { "application/json": { schema: ControlBody } }, required: false };
+
+const controlRoute = (verb: "pause" | "resume" | "cancel", summary: string, ok: string) =>
+  createRoute({
+    method: "post",
+    path: `/runs/{run}/${verb}`,
+    operationId: `${verb}Run`,
+    summary,
+    tags: ["Runs"],
+    security: bearerSecurity,
+    request: { params: RunParams, body: controlBody },
+    responses: { 200: json(RunSchema, ok), ...commonProblems, 409: problems[409] },
+  });
+
+const pause = controlRoute("pause", "Pause a run and its descendants (takes effect at checkpoints)", "Paused (pausing again changes nothing)");
+const resume = controlRoute("resume", "Resume a run and its descendants", "Resumed");
+const cancel = controlRoute("cancel", "Cancel a run and its descendants: open waits are cancelled, later signals rejected", "Cancelled (cancelling again changes nothing)");
+
+const ChildBody = z.object({ run_id: RunIdSchema }).strict().openapi("RunChild");
+const addChild = createRoute({
   method: "post",
-  path: "/runs/{run}/cancel",
-  operationId: "cancelRun",
-  summary: "Cancel a run: its open waits are cancelled, later signals rejected",
+  path: "/runs/{run}/children",
+  operationId: "addRunChild",
+  summary: "Register a child run: pause, resume and cancel reach it",
+  tags: ["Runs"],
+  security: bearerSecurity,
+  request: { params: RunParams, body: { content: { "application/json": { schema: ChildBody } }, required: true } },
+  responses: { 200: json(RunSchema, "The parent, with its children"), ...commonProblems, 409: problems[409] },
+});
+const removeChild = createRoute({
+  method: "delete",
+  path: "/runs/{run}/children",
+  operationId: "removeRunChild",
+  summary: "Unregister a child run",
+  tags: ["Runs"],
+  security: bearerSecurity,
+  request: { params: RunParams, query: z.object({ run_id: RunIdSchema.openapi({ description: "The child to unregister" }) }) },
+  responses: { 200: json(RunSchema, "The parent, with its children"), ...commonProblems, 404: problems[404] },
+});
+
+const checkpointRoute = createRoute({
+  method: "post",
+  path: "/runs/{run}/checkpoints/{name}",
+  operationId: "passCheckpoint",
+  summary: "A safe point: proceed now, or hold while the run is paused",
+  description: "Answers `{proceed: true}` at once when the run is not paused; while paused holds until resumed or `wait_s` passes (`{proceed: false}`: ask again). 409 once the run is cancelled.",
   tags: ["Runs"],
   security: bearerSecurity,
   request: {
-    params: RunParams,
-    body: {
-      content: { "application/json": { schema: z.object({ reason: z.string().max(1000).optional(), by: z.string().max(200).optional() }).strict().openapi("CancelRun") } },
-      required: false,
-    },
+    params: z.object({
+      run: RunIdSchema.openapi({ param: { name: "run", in: "path" } }),
+      name: SignalNameSchema.openapi({ param: { name: "name", in: "path" }, example: "pre_routing" }),
+    }),
+    query: z.object({ wait_s: z.coerce.number().min(0).max(MAX_CHECKPOINT_WAIT_S).default(0).openapi({ description: `Hold up to this many seconds (max ${MAX_CHECKPOINT_WAIT_S})` }) }),
   },
-  responses: { 200: json(RunSchema, "Cancelled (cancelling again changes nothing)"), ...commonProblems },
+  responses: { 200: json(z.object({ proceed: z.boolean() }).openapi("CheckpointAnswer"), "Whether the run may go on"), ...commonProblems, 409: problems[409] },
 });
 
 const events = createRoute({
@@ -80,20 +132,46 @@ const events = createRoute({
     }),
   },
   responses: {
-    200: json(z.object({ items: z.array(EventSchema), next_cursor: z.string().nullable().openapi({ description: "Pass as ?after= for the next page" }) }).openapi("RunEventList"), "A page of events"),
+    200: {
+      description: "A page of events; with `Accept: text/event-stream`, the history then live events (SSE, `id:` = event id, `Last-Event-ID` resumes)",
+      content: {
+        "application/json": { schema: z.object({ items: z.array(EventSchema), next_cursor: z.string().nullable().openapi({ description: "Pass as ?after= for the next page" }) }).openapi("RunEventList") },
+        "text/event-stream": { schema: z.string().openapi({ description: "event: <type>, id: <event id>, data: <RunEvent as JSON>" }) },
+      },
+    },
     ...commonProblems,
   },
 });
 
-export function runsRouter(deps: Deps) {
+const HEARTBEAT_MS = 15_000;
+
+export function runsRouter(deps: Deps & { changes: ChangeFeed; shutdown: AbortSignal }) {
   return new OpenAPIHono({ defaultHook })
     .openapi(get, async (c) => c.json(await getRun(deps, c.req.valid("param").run), 200))
-    .openapi(cancel, async (c) => {
-      const body = c.req.header("content-type")?.includes("json") ? c.req.valid("json") : {};
-      return c.json(await cancelRun(deps, { runId: c.req.valid("param").run, reason: body.reason, by: body.by }), 200);
+    // Without a JSON content type the optional body validates as {}.
+    .openapi(pause, async (c) => c.json(await pauseRun(deps, { runId: c.req.valid("param").run, ...c.req.valid("json") }), 200))
+    .openapi(resume, async (c) => c.json(await resumeRun(deps, { runId: c.req.valid("param").run, ...c.req.valid("json") }), 200))
+    .openapi(cancel, async (c) => c.json(await cancelRun(deps, { runId: c.req.valid("param").run, ...c.req.valid("json") }), 200))
+    .openapi(addChild, async (c) => c.json(await registerChild(deps, c.req.valid("param").run, c.req.valid("json").run_id), 200))
+    .openapi(removeChild, async (c) => c.json(await unregisterChild(deps, c.req.valid("param").run, c.req.valid("query").run_id), 200))
+    .openapi(checkpointRoute, async (c) => {
+      const { run, name } = c.req.valid("param");
+      const signal = AbortSignal.any([c.req.raw.signal, deps.shutdown]);
+      return c.json(await checkpoint(deps, run, name, c.req.valid("query").wait_s, signal), 200);
     })
     .openapi(events, async (c) => {
       const q = c.req.valid("query");
-      return c.json(await getRunEvents(deps, c.req.valid("param").run, q.after, q.limit), 200);
+      const run = c.req.valid("param").run;
+      if (!c.req.header("accept")?.includes("text/event-stream")) return c.json(await getRunEvents(deps, run, q.after, q.limit), 200);
+      const resumeFrom = c.req.header("last-event-id") ?? q.after;
+      const afterId = resumeFrom === undefined ? 0 : parseEventId(resumeFrom);
+      if (afterId === undefined) throw new BadRequestError("Last-Event-ID / after must be an event id (ev_...)", [{ path: "/after", message: "is not an event id" }]);
+      const signal = AbortSignal.any([c.req.raw.signal, deps.shutdown]);
+      return streamSSE(c, async (stream) => {
+        for await (const event of streamRunEvents(deps, run, afterId, HEARTBEAT_MS, signal)) {
+          if (event) await stream.writeSSE({ id: event.id, event: event.type, data: JSON.stringify(event) });
+          else await stream.write(": heartbeat\n\n");
+        }
+      }) as never;
     });
 }

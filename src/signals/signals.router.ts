@@ -4,8 +4,8 @@ import { bearerToken } from "../auth/api-keys.ts";
 import type { Deps } from "../core/context.ts";
 import { PayloadTooLargeError } from "../core/errors.ts";
 import type { Metrics } from "../core/metrics.ts";
-import { bearerSecurity, commonProblems, CursorQuery, defaultHook, json, LimitQuery, listOf, problems, RunIdSchema, SignalNameSchema } from "../http/openapi.ts";
-import { problemResponse, type Problem } from "../http/problem.ts";
+import { bearerSecurity, commonProblems, CursorQuery, defaultHook, json, LimitQuery, listOf, problem, problems, RunIdSchema, SignalNameSchema } from "../http/openapi.ts";
+import { ProblemSchema, problemResponse, type Problem } from "../http/problem.ts";
 import { sendSignal } from "./send-signal.ts";
 import { sendSignalBatch } from "./send-signal-batch.ts";
 import { findSignals } from "./list-signals.ts";
@@ -35,10 +35,20 @@ const SignalRecordSchema = z
   })
   .openapi("SignalRecord");
 
-const intakeProblem = (description: string) => ({
-  description,
-  content: { "application/problem+json": { schema: z.object({ outcome: z.enum(OUTCOMES) }).catchall(z.unknown()).openapi("IntakeProblem") } },
+/** A refused signal: the shared Problem plus the intake outcome (and the signal's id once it is logged). */
+const IntakeProblemSchema = ProblemSchema.extend({
+  outcome: z.enum(OUTCOMES).openapi({ example: "rejected_not_waiting" }),
+  signal_id: z.string().optional().openapi({ description: "Set when the rejected signal was recorded in the signal log" }),
+}).openapi("IntakeProblem", {
+  example: {
+    type: "https://signalbox.dev/problems/rejected-not-waiting",
+    title: "rejected_not_waiting",
+    status: 409,
+    detail: "run order-17 has no open wait for manager-approval",
+    outcome: "rejected_not_waiting",
+  },
 });
+const intakeProblem = (description: string) => problem(description, IntakeProblemSchema);
 
 const IntakeParams = z.object({
   run: RunIdSchema.openapi({ param: { name: "run", in: "path" } }),
@@ -71,7 +81,7 @@ const intake = createRoute({
   responses: {
     202: json(AcceptedSchema, "received (the open wait is resolved) or buffered"),
     200: json(AcceptedSchema, "duplicate: the same idempotency key and payload as an earlier signal"),
-    400: intakeProblem("invalid_json, or a malformed run id or signal name"),
+    400: problem("invalid_json (with `outcome`), or a malformed run id or signal name (with `validation_errors`)"),
     401: intakeProblem("rejected_unauthenticated"),
     404: intakeProblem("rejected_unknown_signal"),
     409: intakeProblem("rejected_not_waiting, rejected_not_active or rejected_idempotency_conflict"),

@@ -1,10 +1,9 @@
 import { sql, type SQL } from "drizzle-orm";
 import type { Tx } from "../db/client.ts";
+import { WAIT_CHANGED_CHANNEL } from "../events/change-feed.ts";
 import { nextEventId, type EventType } from "../events/events.queries.ts";
 import { addJobsForIds, jobKeys, removeJobs } from "../jobs/enqueue.ts";
 import type { WaitRowOnly } from "./wait-view.ts";
-
-export const WAIT_CHANGED_CHANNEL = "signalbox_wait_changed";
 
 export interface Resolution {
   status: "received" | "timed_out" | "cancelled";

@@ -6,7 +6,7 @@ import { cancelWait, redeliverWait } from "./cancel-wait.ts";
 import { findWaits } from "./find-waits.ts";
 import { getWait, MAX_WAIT_S } from "./get-wait.ts";
 import { openWait } from "./open-wait.ts";
-import type { WaitWatchers } from "./wait-watchers.ts";
+import type { ChangeFeed } from "../events/change-feed.ts";
 
 const Timestamp = z.string().datetime({ offset: true });
 const NullableTimestamp = Timestamp.nullable();
@@ -39,7 +39,8 @@ const OpenWaitBody = z
     key: z.string().min(1).max(200).optional().openapi({ description: "The step path: the same run and key return the same wait", example: "scene-2/approval" }),
     timeout_s: z.number().min(0).max(10 * 365 * 86400).optional().openapi({ example: 172800 }),
     timeout_at: Timestamp.optional().openapi({ description: "Absolute deadline (RFC 3339); a past one times out at once" }),
-    callback_url: z.string().url().max(2000).regex(/^https?:\/\//i, "must be an http(s) URL").optional().openapi({ example: "http://engine:9000/resume" }),
+    // Case-insensitive without the `i` flag: flags do not survive into the OpenAPI `pattern`.
+    callback_url: z.string().url().max(2000).regex(/^[Hh][Tt][Tt][Pp][Ss]?:\/\//, "must be an http(s) URL").optional().openapi({ example: "http://engine:9000/resume" }),
     metadata: z.record(z.string(), z.unknown()).optional().openapi({ example: { order_id: "o-17", assignee: "kim" } }),
   })
   .strict()
@@ -154,7 +155,7 @@ function metadataFilter(query: Record<string, string[]>): Record<string, string>
   return Object.keys(out).length > 0 ? out : undefined;
 }
 
-export function waitsRouter(deps: Deps & { watchers: WaitWatchers; shutdown: AbortSignal }) {
+export function waitsRouter(deps: Deps & { changes: ChangeFeed; shutdown: AbortSignal }) {
   return new OpenAPIHono({ defaultHook })
     .openapi(open, async (c) => {
       const body = c.req.valid("json");

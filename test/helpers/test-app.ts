@@ -9,7 +9,7 @@ import type { Deps } from "../../src/core/context.ts";
 import { createLogger } from "../../src/core/logger.ts";
 import { openDatabase, type Database } from "../../src/db/client.ts";
 import { callbackKey } from "../../src/delivery/sign-webhook.ts";
-import { WaitWatchers } from "../../src/waits/wait-watchers.ts";
+import { ChangeFeed } from "../../src/events/change-feed.ts";
 import { startWorker, type Worker } from "../../src/worker/runner.ts";
 import { TEMPLATE_DB, withDatabase } from "./global-setup.ts";
 
@@ -46,7 +46,7 @@ export interface TestApp {
   database: Database;
   deps: Deps;
   config: Config;
-  watchers: WaitWatchers;
+  changes: ChangeFeed;
   worker?: Worker;
   /** fetch against the app with the management key (unless headers override it). */
   api(path: string, init?: RequestInit & { json?: unknown }): Promise<Response>;
@@ -76,8 +76,8 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
   const log = createLogger(config.LOG_LEVEL);
   const database = openDatabase(db.url, { max: config.SIGNALBOX_DB_POOL_SIZE });
   const deps: Deps = { db: database.db, config, log, secrets: { apiKeys: config.SIGNALBOX_API_KEYS, callbackSecret: callbackKey(CALLBACK_SECRET) } };
-  const watchers = new WaitWatchers();
-  await watchers.listen(database.sql, log);
+  const changes = new ChangeFeed();
+  await changes.listen(database.sql, log);
   const worker =
     opts.worker === false
       ? undefined
@@ -88,7 +88,7 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
   const shutdown = new AbortController();
   const app = createApp({
     ...deps,
-    watchers,
+    changes,
     shutdown: shutdown.signal,
     readiness: { database: async () => true, worker: () => worker?.healthy() ?? false },
   });
@@ -102,7 +102,7 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
     database,
     deps,
     config,
-    watchers,
+    changes,
     worker,
     api(path, init = {}) {
       const { json, ...rest } = init;
@@ -115,7 +115,7 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
       shutdown.abort();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await worker?.stop();
-      await watchers.close();
+      await changes.close();
       await database.close();
       await db.drop();
     },

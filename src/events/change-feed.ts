@@ -1,0 +1,92 @@
+import type postgres from "postgres";
+import type { Log } from "../core/logger.ts";
+
+/** NOTIFY channels; each payload is the id of what changed. Sent inside the changing transaction. */
+export const WAIT_CHANGED_CHANNEL = "signalbox_wait_changed";
+export const RUN_CHANGED_CHANNEL = "signalbox_run_changed"; // by a trigger on every history event
+
+export type Topic = `wait:${string}` | `run:${string}`;
+
+/**
+ * Wakes long-polls, checkpoints and event streams when what they watch changes, in this process
+ * or any other sharing the database: one LISTEN connection per process fans NOTIFYs out to
+ * in-memory waiters. No pool connection is held while a client waits. Waiters always re-read
+ * state after waking, so a spurious wake-up is harmless; the safety poll and every reconnect
+ * wake everyone, covering notifications lost while the LISTEN connection was down.
+ */
+export class ChangeFeed {
+  readonly #waiters = new Map<Topic, Set<() => void>>();
+  #unlisten: Array<() => Promise<void>> = [];
+  #safetyPoll: NodeJS.Timeout | undefined;
+
+  async listen(sql: postgres.Sql, log: Log, safetyPollMs = 10_000): Promise<void> {
+    const onReconnect = () => this.wakeAll();
+    const subs = await Promise.all([
+      sql.listen(WAIT_CHANGED_CHANNEL, (id) => this.wake(`wait:${id}`), onReconnect),
+      sql.listen(RUN_CHANGED_CHANNEL, (id) => this.wake(`run:${id}`), onReconnect),
+    ]);
+    this.#unlisten = subs.map((s) => s.unlisten);
+    this.#safetyPoll = setInterval(() => this.wakeAll(), safetyPollMs);
+    this.#safetyPoll.unref();
+    log.debug("listening for changes");
+  }
+
+  /** Resolves when `topic` may have changed, or on `signal` abort. Register before reading state. */
+  watch(topic: Topic, signal: AbortSignal): { changed: Promise<void>; stop(): void } {
+    let wake!: () => void;
+    const changed = new Promise<void>((resolve) => (wake = resolve));
+    let set = this.#waiters.get(topic);
+    if (!set) this.#waiters.set(topic, (set = new Set()));
+    set.add(wake);
+    const onAbort = () => wake();
+    signal.addEventListener("abort", onAbort, { once: true });
+    const stop = () => {
+      signal.removeEventListener("abort", onAbort);
+      set.delete(wake);
+      if (set.size === 0 && this.#waiters.get(topic) === set) this.#waiters.delete(topic);
+    };
+    return { changed, stop };
+  }
+
+  /**
+   * Holds until `check` returns a value, `topic` has no change left to wait for within
+   * `waitMs`, or `signal` aborts; returns the last value `read` produced.
+   */
+  async hold<T>(topic: Topic, waitMs: number, signal: AbortSignal, read: () => Promise<T>, done: (value: T) => boolean): Promise<T> {
+    const deadline = Date.now() + waitMs;
+    for (;;) {
+      const watch = this.watch(topic, signal); // register before reading: no lost wake-up
+      try {
+        const value = await read();
+        const remaining = deadline - Date.now();
+        if (done(value) || signal.aborted || remaining <= 0) return value;
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([watch.changed, new Promise<void>((r) => (timer = setTimeout(r, remaining)))]);
+        clearTimeout(timer);
+      } finally {
+        watch.stop();
+      }
+    }
+  }
+
+  wake(topic: Topic): void {
+    for (const wake of this.#waiters.get(topic) ?? []) wake();
+  }
+
+  wakeAll(): void {
+    for (const set of this.#waiters.values()) for (const wake of set) wake();
+  }
+
+  /** How many waiters are registered (for tests and metrics). */
+  get size(): number {
+    let n = 0;
+    for (const set of this.#waiters.values()) n += set.size;
+    return n;
+  }
+
+  async close(): Promise<void> {
+    clearInterval(this.#safetyPoll);
+    this.wakeAll();
+    await Promise.all(this.#unlisten.map((u) => u().catch(() => {})));
+  }
+}
