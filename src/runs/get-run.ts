@@ -1,16 +1,17 @@
-import { and, eq, sql } from "drizzle-orm";
+import { eq, sql } from "drizzle-orm";
 import type { Deps } from "../core/context.ts";
 import { BadRequestError, NotFoundError } from "../core/errors.ts";
 import { parseEventId, listRunEvents, toEventResource } from "../events/events.queries.ts";
 import type { Queryable } from "../db/client.ts";
-import { runs, waits } from "../db/schema.ts";
+import { runs } from "../db/schema.ts";
 
 export async function getRunResource(q: Queryable, runId: string) {
   const [run] = await q
     .select({
       row: runs,
-      openWaits: sql<number>`(select count(*)::int from ${waits} where ${and(eq(waits.runId, runs.runId), eq(waits.status, "waiting"))})`,
-      children: sql<string[]>`coalesce((select json_agg(c.run_id order by c.run_id) from signalbox.runs c where c.parent_run_id = ${runs.runId}), '[]'::json)`,
+      // Correlated by the parameter, not by column: drizzle may print columns unqualified.
+      openWaits: sql<number>`(select count(*)::int from signalbox.waits w where w.run_id = ${runId}::text and w.status = 'waiting')`,
+      children: sql<string[]>`coalesce((select json_agg(c.run_id order by c.run_id) from signalbox.runs c where c.parent_run_id = ${runId}::text), '[]'::json)`,
     })
     .from(runs)
     .where(eq(runs.runId, runId));
