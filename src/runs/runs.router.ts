@@ -143,8 +143,6 @@ const events = createRoute({
   },
 });
 
-const HEARTBEAT_MS = 15_000;
-
 export function runsRouter(deps: Deps & { changes: ChangeFeed; shutdown: AbortSignal }) {
   return new OpenAPIHono({ defaultHook })
     .openapi(get, async (c) => c.json(await getRun(deps, c.req.valid("param").run), 200))
@@ -168,7 +166,7 @@ export function runsRouter(deps: Deps & { changes: ChangeFeed; shutdown: AbortSi
       if (afterId === undefined) throw new BadRequestError("Last-Event-ID / after must be an event id (ev_...)", [{ path: "/after", message: "is not an event id" }]);
       const signal = AbortSignal.any([c.req.raw.signal, deps.shutdown]);
       return streamSSE(c, async (stream) => {
-        for await (const event of streamRunEvents(deps, run, afterId, HEARTBEAT_MS, signal)) {
+        for await (const event of streamRunEvents(deps, run, afterId, deps.config.SIGNALBOX_SSE_HEARTBEAT_S * 1000, signal)) {
           if (event) await stream.writeSSE({ id: event.id, event: event.type, data: JSON.stringify(event) });
           else await stream.write(": heartbeat\n\n");
         }

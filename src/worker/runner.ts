@@ -49,7 +49,12 @@ export async function startWorker(deps: TaskDeps, opts: WorkerOptions): Promise<
 
   let stopped = false;
   const beat = async () => {
-    if (poolId && !stopped) await heartbeat(deps.db, poolId).catch((err) => deps.log.warn({ err }, "heartbeat failed"));
+    if (!poolId || stopped) return;
+    await heartbeat(deps.db, poolId).catch((err) => deps.log.warn({ err }, "heartbeat failed"));
+    // The sweep reschedules itself, so a process that dies mid-sweep would leave the one sweep
+    // job locked (for graphile-worker's 4 hours) and nobody would release its other jobs. Every
+    // live process keeps one pending: add_job moves the key off a locked job to a new one.
+    await scheduleSweep(deps.db, sweepIntervalS(deps.workerStaleS), true).catch((err) => deps.log.warn({ err }, "scheduling the sweep failed"));
   };
   await beat();
   const timer = setInterval(beat, Math.max(250, (deps.workerStaleS * 1000) / 3));

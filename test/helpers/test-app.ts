@@ -10,6 +10,7 @@ import { createLogger } from "../../src/core/logger.ts";
 import { openDatabase, type Database } from "../../src/db/client.ts";
 import { callbackKey } from "../../src/delivery/sign-webhook.ts";
 import { ChangeFeed } from "../../src/events/change-feed.ts";
+import { closeServer } from "../../src/http/close-server.ts";
 import { startWorker, type Worker } from "../../src/worker/runner.ts";
 import { TEMPLATE_DB, withDatabase } from "./global-setup.ts";
 
@@ -113,7 +114,7 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
     },
     async close() {
       shutdown.abort();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await closeServer(server);
       await worker?.stop();
       await changes.close();
       await database.close();
