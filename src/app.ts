@@ -7,6 +7,7 @@ import type { Deps } from "./core/context.ts";
 import { PayloadTooLargeError, ServiceError } from "./core/errors.ts";
 import { createMetrics } from "./core/metrics.ts";
 import { healthRouter, type ReadinessChecks } from "./http/health.router.ts";
+import { inputGuard } from "./http/input-guard.ts";
 import { metricsRouter } from "./http/metrics.router.ts";
 import { defaultHook } from "./http/openapi.ts";
 import { problemFromError, problemResponse } from "./http/problem.ts";
@@ -79,6 +80,7 @@ export function createApp(deps: AppDeps) {
     })(c, next);
   });
   app.use(managementAuth({ skip: (method, path) => PUBLIC_PATHS.has(path) || isIntake(method, path), verify: verifyToken }));
+  app.use(inputGuard({ skipBody: isIntake }));
 
   app.route("/", healthRouter(deps.readiness));
   app.route("/", metricsRouter(deps, metrics));

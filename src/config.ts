@@ -23,6 +23,10 @@ const ConfigSchema = z.object({
   SIGNALBOX_DELIVERY_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(100).default(10),
   SIGNALBOX_SIGNAL_TYPES_FILE: z.string().min(1).optional(),
   SIGNALBOX_PUBLIC_URL: z.string().url().optional(),
+  /** Sensor targets allowed despite the link-local guard (CIDRs or addresses). */
+  SIGNALBOX_SENSOR_ALLOW: csv,
+  /** How long one sensor request may take. */
+  SIGNALBOX_SENSOR_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(10_000),
   SIGNALBOX_DB_POOL_SIZE: z.coerce.number().int().min(1).max(100).default(8),
   SIGNALBOX_WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(100).default(8),
   SIGNALBOX_POLL_INTERVAL_MS: z.coerce.number().int().min(50).default(250),

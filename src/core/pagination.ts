@@ -13,6 +13,9 @@ export function encodeCursor(p: Position): string {
   return Buffer.from(JSON.stringify([p.at.toISOString(), p.id])).toString("base64url");
 }
 
+const CURSOR_AT = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+const CURSOR_ID = /^[a-z]{2}_[0-9a-z]{1,64}$/;
+
 export function decodeCursor(cursor: string | undefined): Position | undefined {
   if (cursor === undefined) return undefined;
   const invalid = () => new BadRequestError("the cursor is not one this server handed out", [{ path: "/cursor", message: "is invalid" }]);
@@ -24,6 +27,8 @@ export function decodeCursor(cursor: string | undefined): Position | undefined {
     throw invalid();
   }
   if (!Array.isArray(value) || value.length !== 2 || typeof value[0] !== "string" || typeof value[1] !== "string") throw invalid();
+  // Exactly what encodeCursor writes: an ISO instant Postgres can hold, and an id (prefix_base32).
+  if (!CURSOR_AT.test(value[0]) || value[0].startsWith("0000") || !CURSOR_ID.test(value[1])) throw invalid();
   const at = new Date(value[0]);
   if (Number.isNaN(at.getTime())) throw invalid();
   return { at, id: value[1] };

@@ -28,6 +28,10 @@ export const signalTypes = signalbox.table("signal_types", {
   auth: jsonb("auth").notNull(),
   bufferTtlS: integer("buffer_ttl_s").notNull().default(0),
   responses: jsonb("responses").$type<string[] | null>(),
+  /** Receives a signed `signal.waiting` event when a wait for this type opens. */
+  notifyUrl: text("notify_url"),
+  /** `signal.reminder` events this many seconds before a wait's deadline. */
+  remindersS: jsonb("reminders_s").$type<number[]>().notNull().default([]),
   createdAt: tz("created_at").notNull().defaultNow(),
   updatedAt: tz("updated_at").notNull().defaultNow(),
 });
@@ -80,6 +84,19 @@ export const waits = signalbox.table(
     deliveryStatus: text("delivery_status").notNull().default("none"),
     deliveryAttempts: integer("delivery_attempts").notNull().default(0),
     deliveryLastError: text("delivery_last_error"),
+    /** external (a sender POSTs), timer, sensor, all / any (composite over member waits). */
+    kind: text("kind").notNull().default("external"),
+    /** The timer or sensor spec, as given. */
+    source: jsonb("source"),
+    /** Timers: when the wait is received. */
+    firesAt: tz("fires_at"),
+    sensorPolls: integer("sensor_polls").notNull().default(0),
+    /** Composite members point at their parent wait. */
+    parentWaitId: text("parent_wait_id"),
+    /** {count, veto}: received when `count` distinct responders agree, or at once on a veto. */
+    quorum: jsonb("quorum"),
+    /** Quorum waits: the distinct responders so far, by response ({"approve": ["kim", "lee"]}). */
+    votes: jsonb("votes"),
   },
   (t) => [
     check("waits_status", sql`${t.status} in ('waiting', 'received', 'timed_out', 'cancelled')`),
@@ -95,6 +112,8 @@ export const waits = signalbox.table(
     index("waits_status_created").on(t.status, t.createdAt, t.id),
     index("waits_open_deadline").on(t.timeoutAt).where(sql`${t.status} = 'waiting'`),
     index("waits_metadata").using("gin", sql`${t.metadata} jsonb_path_ops`),
+    index("waits_parent").on(t.parentWaitId).where(sql`${t.parentWaitId} is not null`),
+    check("waits_kind", sql`${t.kind} in ('external', 'timer', 'sensor', 'all', 'any')`),
   ],
 );
 
@@ -169,3 +188,42 @@ export const workerPools = signalbox.table("worker_pools", {
   poolId: text("pool_id").primaryKey(),
   seenAt: tz("seen_at").notNull().defaultNow(),
 });
+
+/** Quorum votes: one per responder per wait (the first stands). */
+export const votes = signalbox.table(
+  "votes",
+  {
+    waitId: text("wait_id").notNull(),
+    responder: text("responder").notNull(),
+    response: text("response").notNull(),
+    signalId: text("signal_id").notNull(),
+    votedAt: tz("voted_at").notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.waitId, t.responder] })],
+);
+
+/** Approval links that were used: a link works once. */
+export const linkUses = signalbox.table("link_uses", {
+  linkId: text("link_id").primaryKey(),
+  waitId: text("wait_id").notNull(),
+  usedAt: tz("used_at").notNull().defaultNow(),
+});
+
+/** signal.waiting and signal.reminder events for a signal type's notify_url, delivered like callbacks. */
+export const notifications = signalbox.table(
+  "notifications",
+  {
+    id: text("id").primaryKey(),
+    waitId: text("wait_id").notNull(),
+    type: text("type").notNull(),
+    url: text("url").notNull(),
+    status: text("status").notNull().default("pending"),
+    attempts: integer("attempts").notNull().default(0),
+    lastError: text("last_error"),
+    createdAt: tz("created_at").notNull().defaultNow(),
+  },
+  (t) => [
+    index("notifications_wait").on(t.waitId),
+    check("notifications_status", sql`${t.status} in ('pending', 'delivered', 'failed', 'skipped')`),
+  ],
+);

@@ -5,10 +5,8 @@ import { eventId } from "../events/events.queries.ts";
 import { addJob, jobKeys } from "../jobs/enqueue.ts";
 import { toWaitResource } from "../waits/wait-view.ts";
 import { findWait } from "../waits/waits.queries.ts";
-import { classifyAttempt, retryDelayS, type AttemptVerdict } from "./classify-response.ts";
-import { signWebhook } from "./sign-webhook.ts";
-
-const ATTEMPT_TIMEOUT_MS = 10_000;
+import { retryDelayS, type AttemptVerdict } from "./classify-response.ts";
+import { postSigned } from "./post-signed.ts";
 
 /**
  * The delivery job: POSTs the wait's resolution event to its callback_url, signed per Standard
@@ -23,26 +21,13 @@ export async function deliverCallback(deps: Pick<Deps, "db" | "config" | "secret
 
   const id = eventId(event.id);
   const body = JSON.stringify({ id, type: event.type, occurred_at: event.occurredAt.toISOString(), wait: toWaitResource(wait) });
-  const headers = { "content-type": "application/json", "user-agent": "signalbox", ...signWebhook(deps.secrets.callbackSecret, id, Math.floor(Date.now() / 1000), body) };
-  let status: number | undefined;
-  let error: string | null = null;
-  const started = performance.now();
-  try {
-    const timeout = AbortSignal.timeout(ATTEMPT_TIMEOUT_MS);
-    const res = await fetch(wait.callbackUrl, { method: "POST", body, headers, redirect: "manual", signal: abort ? AbortSignal.any([abort, timeout]) : timeout });
-    status = res.status;
-    await res.body?.cancel().catch(() => {});
-    if (status < 200 || status >= 300) error = `HTTP ${status}`;
-  } catch (err) {
-    error = `request failed: ${describe(err)}`;
-  }
-  const verdict = classifyAttempt(status);
-  deps.metrics?.deliveryLatency.observe((performance.now() - started) / 1000);
-  const final = await recordAttempt(deps, waitId, wait.deliveryAttempts, verdict, error);
+  const attempt = await postSigned(wait.callbackUrl, id, body, deps.secrets.callbackSecret, abort);
+  deps.metrics?.deliveryLatency.observe(attempt.seconds);
+  const final = await recordAttempt(deps, waitId, wait.deliveryAttempts, attempt.verdict, attempt.error);
   deps.metrics?.deliveries.inc({ result: final });
   if (final !== "retry") deps.metrics?.deliveryAttempts.observe(wait.deliveryAttempts + 1);
-  deps.log.info({ waitId, eventId: id, status, verdict, attempt: wait.deliveryAttempts + 1 }, "callback attempt");
-  return verdict;
+  deps.log.info({ waitId, eventId: id, status: attempt.status, verdict: attempt.verdict, attempt: wait.deliveryAttempts + 1 }, "callback attempt");
+  return attempt.verdict;
 }
 
 /** Records the attempt; returns how the delivery stands now (a retryable error past the last attempt is failed). */
@@ -62,10 +47,4 @@ async function recordAttempt(deps: Pick<Deps, "db" | "config">, waitId: string, 
     }
   });
   return status === "pending" ? "retry" : status;
-}
-
-function describe(err: unknown): string {
-  const e = err as { name?: string; message?: string; cause?: { code?: string; message?: string } };
-  if (e?.name === "TimeoutError") return `no answer within ${ATTEMPT_TIMEOUT_MS / 1000} s`;
-  return e?.cause?.code ?? e?.cause?.message ?? e?.message ?? "unknown error";
 }

@@ -8,6 +8,8 @@ export const EVENT_TYPES = [
   "signal.buffered",
   "signal.timeout",
   "signal.cancelled",
+  "signal.vote",
+  "signal.reminder",
   "run.pausing",
   "run.paused",
   "run.resumed",
@@ -25,7 +27,13 @@ export interface NewEvent {
 }
 
 export async function recordEvent(q: Queryable, e: NewEvent): Promise<void> {
-  await q.insert(events).values({ runId: e.runId, type: e.type, waitId: e.waitId ?? null, signalId: e.signalId ?? null, data: e.data ?? {} });
+  await recordEvents(q, [e]);
+}
+
+/** Several events in one statement, in the order given. */
+export async function recordEvents(q: Queryable, list: NewEvent[]): Promise<void> {
+  if (list.length === 0) return;
+  await q.insert(events).values(list.map((e) => ({ runId: e.runId, type: e.type, waitId: e.waitId ?? null, signalId: e.signalId ?? null, data: e.data ?? {} })));
 }
 
 export async function listRunEvents(q: Queryable, runId: string, afterId: number, limit: number) {

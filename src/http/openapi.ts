@@ -2,7 +2,7 @@ import { z } from "@hono/zod-openapi";
 import type { Hook } from "@hono/zod-openapi";
 import type { Env } from "hono";
 import type { ZodError } from "zod";
-import { escapePointer } from "../signal-types/payload-schema.ts";
+import { escapePointer } from "../core/json-pointer.ts";
 import { badRequest, ProblemSchema, problemResponse } from "./problem.ts";
 
 /**

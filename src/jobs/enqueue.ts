@@ -2,7 +2,7 @@ import { sql, type SQL } from "drizzle-orm";
 import type { Queryable } from "../db/client.ts";
 
 /** The graphile-worker tasks signalbox defines; the task list in worker/tasks.ts maps each to a verb. */
-export type TaskName = "expire_wait" | "deliver_callback" | "sweep";
+export type TaskName = "expire_wait" | "deliver_callback" | "fire_timer" | "poll_sensor" | "deliver_notification" | "sweep";
 
 export interface JobOptions {
   /** When to run; a SQL expression so deadlines stay on the database clock. Default: now. */
@@ -51,4 +51,7 @@ export async function removeJobs(tx: Queryable, keys: string[]) {
 export const jobKeys = {
   expire: (waitId: string) => `expire:${waitId}`,
   deliver: (waitId: string) => `deliver:${waitId}`,
+  timer: (waitId: string) => `timer:${waitId}`,
+  sensor: (waitId: string) => `sensor:${waitId}`,
+  notify: (notificationId: string) => `notify:${notificationId}`,
 };

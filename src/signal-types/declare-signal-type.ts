@@ -27,6 +27,8 @@ export async function declareSignalType(
       },
       bufferTtlS: input.buffer_ttl_s ?? 0,
       responses: input.responses ?? null,
+      notifyUrl: input.notify_url ?? null,
+      remindersS: input.reminders_s ?? [],
     }),
   );
   return { signalType: toSignalTypeResource(row), created };

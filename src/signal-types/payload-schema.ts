@@ -1,5 +1,6 @@
 import { Ajv2020, type ErrorObject, type ValidateFunction } from "ajv/dist/2020.js";
 import type { ValidationIssue } from "../core/errors.ts";
+import { escapePointer } from "../core/json-pointer.ts";
 
 /** Schemas arrive at runtime from callers, so they are untrusted: bounded, local, no $data. */
 const MAX_SCHEMA_BYTES = 64 * 1024;
@@ -74,9 +75,6 @@ function toIssue(e: ErrorObject): ValidationIssue {
   return { path: e.instancePath, message: e.message ?? "is invalid" };
 }
 
-export function escapePointer(segment: string): string {
-  return segment.replace(/~/g, "~0").replace(/\//g, "~1");
-}
 
 function depthOf(value: unknown, depth = 0): number {
   if (depth > MAX_SCHEMA_DEPTH || value === null || typeof value !== "object") return depth;

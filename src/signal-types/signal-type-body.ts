@@ -40,6 +40,14 @@ export const SignalTypeBodySchema = z
       description: "Human decisions: the allowed values of the payload's `response` field",
       example: ["approve", "reject"],
     }),
+    notify_url: z.string().url().max(2000).regex(/^[Hh][Tt][Tt][Pp][Ss]?:\/\//, "must be an http(s) URL").nullable().optional().openapi({
+      description: "Receives a signed `signal.waiting` event when a wait for this type opens",
+      example: "http://notifier:9100/signals",
+    }),
+    reminders_s: z.array(z.number().int().min(1).max(365 * 86400)).max(10).optional().openapi({
+      description: "Send `signal.reminder` to notify_url this many seconds before a wait's deadline",
+      example: [3600],
+    }),
   })
   .strict()
   .openapi("SignalTypeInput");

@@ -19,6 +19,8 @@ export interface SignalTypeInput {
   auth: { scheme: AuthScheme; secrets?: string[]; tolerance_s?: number; header?: string; run_pointer?: string };
   buffer_ttl_s?: number;
   responses?: string[] | null;
+  notify_url?: string | null;
+  reminders_s?: number[];
 }
 
 export type SignalTypeRow = typeof signalTypes.$inferSelect;
@@ -39,6 +41,8 @@ export function toSignalTypeResource(row: SignalTypeRow) {
     },
     buffer_ttl_s: row.bufferTtlS,
     responses: row.responses ?? null,
+    notify_url: row.notifyUrl,
+    reminders_s: row.remindersS,
     created_at: row.createdAt.toISOString(),
     updated_at: row.updatedAt.toISOString(),
   };

@@ -24,6 +24,8 @@ export interface SignalTypeValues {
   auth: SignalAuth;
   bufferTtlS: number;
   responses: string[] | null;
+  notifyUrl: string | null;
+  remindersS: number[];
 }
 
 /** Creates or replaces; `created` says which (xmax = 0 only on a freshly inserted row). */
@@ -33,7 +35,16 @@ export async function upsertSignalType(q: Queryable, v: SignalTypeValues): Promi
     .values(v)
     .onConflictDoUpdate({
       target: signalTypes.name,
-      set: { description: v.description, schema: v.schema, auth: v.auth, bufferTtlS: v.bufferTtlS, responses: v.responses, updatedAt: sql`now()` },
+      set: {
+        description: v.description,
+        schema: v.schema,
+        auth: v.auth,
+        bufferTtlS: v.bufferTtlS,
+        responses: v.responses,
+        notifyUrl: v.notifyUrl,
+        remindersS: v.remindersS,
+        updatedAt: sql`now()`,
+      },
     })
     .returning({ ...getTableColumns(signalTypes), created: sql<boolean>`(xmax = 0)` });
   const { created, ...row } = result!;

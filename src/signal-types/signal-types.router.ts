@@ -23,6 +23,8 @@ export const SignalTypeSchema = z
     auth: AuthViewSchema,
     buffer_ttl_s: z.number().int(),
     responses: z.array(z.string()).nullable(),
+    notify_url: z.string().nullable(),
+    reminders_s: z.array(z.number().int()),
     created_at: z.string().datetime(),
     updated_at: z.string().datetime(),
   })
@@ -35,6 +37,8 @@ const put = createRoute({
   path: "/signal-types/{name}",
   operationId: "putSignalType",
   summary: "Create or replace a signal type",
+  description:
+    "The declared contract of a signal: the JSON Schema (draft 2020-12) every payload must satisfy, how senders authenticate (`auth.scheme`), how long a signal that finds no open wait is kept (`buffer_ttl_s`), and for human decisions the allowed `responses`. Secrets are write-only: responses show `secret_count`. An invalid JSON Schema is 422.",
   tags: ["Signal types"],
   security: bearerSecurity,
   request: { params: NameParams, body: { content: { "application/json": { schema: SignalTypeBodySchema } }, required: true } },

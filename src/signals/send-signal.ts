@@ -8,13 +8,15 @@ import { jsonDepthExceeds } from "../core/json-text.ts";
 import type { Tx } from "../db/client.ts";
 import { recordEvent } from "../events/events.queries.ts";
 import { lockRun } from "../runs/runs.queries.ts";
-import { escapePointer, validatePayload } from "../signal-types/payload-schema.ts";
+import { escapePointer, valueAt } from "../core/json-pointer.ts";
+import { validatePayload } from "../signal-types/payload-schema.ts";
 import type { SignalAuth, SignalTypeRow } from "../signal-types/signal-type.ts";
 import { findSignalType } from "../signal-types/signal-types.queries.ts";
 import { resolveWaits } from "../waits/resolve-waits.ts";
 import { authenticateIntake, type IntakeCredentials } from "./authenticate-intake.ts";
 import type { IntakeAnswer } from "./signal-outcome.ts";
-import { claimWebhookId, findAcceptedByKey, insertAcceptedSignal, insertRejectedSignal, type NewSignal } from "./signals.queries.ts";
+import { castVote } from "../waits/cast-vote.ts";
+import { claimWebhookId, findAcceptedByKey, insertIncomingSignal, insertRejectedSignal, type NewSignal } from "./signals.queries.ts";
 import { openSecrets, type SecretBox } from "../auth/secret-box.ts";
 
 export const MAX_JSON_DEPTH = 64;
@@ -70,7 +72,7 @@ export async function sendSignal(deps: Pick<Deps, "db" | "secretBox">, input: Si
   }
 
   const receipt = auth.webhookId ? { webhookId: auth.webhookId, keepS: 2 * typeAuth.tolerance_s } : undefined;
-  return withTransaction(deps.db, (tx) => acceptSignal(tx, type, record, receipt));
+  return withTransaction(deps.db, (tx) => acceptSignal(tx, type, record, parsed.value, receipt));
 }
 
 const UNAUTHENTICATED: IntakeAnswer = { outcome: "rejected_unauthenticated", detail: "signature verification failed" };
@@ -79,6 +81,7 @@ async function acceptSignal(
   tx: Tx,
   type: SignalTypeRow,
   record: Omit<NewSignal, "id" | "outcome">,
+  payload: unknown,
   receipt?: { webhookId: string; keepS: number },
 ): Promise<IntakeAnswer> {
   // A signed message id is good for one run only: replayed to another run's URL it is refused
@@ -100,21 +103,16 @@ async function acceptSignal(
   if (run.status === "cancelled") return reject(tx, record, "rejected_not_active", `run '${record.runId}' is cancelled`);
 
   const id = newId("sg");
-  const [wait] = await resolveWaits(tx, sql`run_id = ${record.runId}::text and signal = ${record.signal}::text`, {
-    status: "received",
-    event: "signal.received",
-    signalId: id,
-  });
-  if (wait) {
-    const sequence = await insertAcceptedSignal(tx, { ...record, id, outcome: "received", waitId: wait.id });
-    return { outcome: "received", signal_id: id, sequence, wait_id: wait.id };
+  const taken = await insertIncomingSignal(tx, { ...record, id, outcome: "received" }, type.bufferTtlS);
+  if (!taken) return reject(tx, record, "rejected_not_waiting", `run '${record.runId}' has no open wait for signal '${record.signal}'`);
+  if (taken.outcome === "buffered") {
+    await recordEvent(tx, { runId: record.runId, type: "signal.buffered", signalId: id, data: { signal: record.signal, sequence: taken.sequence } });
+    return { outcome: "buffered", signal_id: id, sequence: taken.sequence, wait_id: null };
   }
-  if (type.bufferTtlS > 0) {
-    const sequence = await insertAcceptedSignal(tx, { ...record, id, outcome: "buffered", bufferTtlS: type.bufferTtlS });
-    await recordEvent(tx, { runId: record.runId, type: "signal.buffered", signalId: id, data: { signal: record.signal, sequence } });
-    return { outcome: "buffered", signal_id: id, sequence, wait_id: null };
-  }
-  return reject(tx, record, "rejected_not_waiting", `run '${record.runId}' has no open wait for signal '${record.signal}'`);
+  // A quorum wait counts the signal as a vote and is received only once the vote decides it.
+  const decided = taken.quorum ? await castVote(tx, { waitId: taken.waitId!, runId: record.runId, signalId: id, quorum: taken.quorum, payload }) : true;
+  if (decided) await resolveWaits(tx, sql`id = ${taken.waitId}::text`, { status: "received", event: "signal.received", signalId: id });
+  return { outcome: "received", signal_id: id, sequence: taken.sequence, wait_id: taken.waitId };
 }
 
 async function reject(
@@ -179,11 +177,6 @@ function openAuth(box: SecretBox | undefined, type: SignalTypeRow): SignalAuth {
 
 /** True when the JSON Pointer `pointer` in `value` holds the run id (a string, or a number written the same). */
 function pointsAtRun(value: unknown, pointer: string, runId: string): boolean {
-  let here: unknown = value;
-  for (const raw of pointer.split("/").slice(1)) {
-    const key = raw.replace(/~1/g, "/").replace(/~0/g, "~");
-    if (here === null || typeof here !== "object" || !Object.hasOwn(here, key)) return false;
-    here = (here as Record<string, unknown>)[key];
-  }
+  const here = valueAt(value, pointer);
   return (typeof here === "string" || typeof here === "number") && String(here) === runId;
 }

@@ -103,3 +103,38 @@ export async function purgeExpiredReceipts(q: Queryable): Promise<number> {
   const rows = await q.execute(sql`delete from signalbox.webhook_receipts where expires_at < now() returning 1`);
   return rows.length;
 }
+
+export interface IncomingSignal {
+  sequence: number;
+  outcome: "received" | "buffered";
+  waitId: string | null;
+  quorum: { count: number; veto?: string[] } | null;
+}
+
+/**
+ * Records a signal against the run's open wait for its name (received) or, with no open wait
+ * and `bufferTtlS` > 0, as buffered; either way with the run's next sequence number, in one
+ * statement. Returns undefined (nothing written) when there is no open wait and no buffering.
+ * The caller holds the run's lock, so the open wait cannot change underneath.
+ */
+export async function insertIncomingSignal(q: Queryable, s: NewSignal, bufferTtlS: number): Promise<IncomingSignal | undefined> {
+  const [row] = await q.execute<{ sequence: string | number; outcome: "received" | "buffered"; wait_id: string | null; quorum: IncomingSignal["quorum"] }>(sql`
+    with w as (
+      select id, quorum from signalbox.waits
+      where run_id = ${s.runId}::text and signal = ${s.signal}::text and status = 'waiting'
+    ), r as (
+      update signalbox.runs set last_sequence = last_sequence + 1
+      where run_id = ${s.runId}::text and (exists (select 1 from w) or ${bufferTtlS}::int > 0)
+      returning last_sequence
+    )
+    insert into signalbox.signals
+      (id, run_id, signal, sequence, outcome, payload, payload_hash, idempotency_key, wait_id, buffer_expires_at)
+    select ${s.id}::text, ${s.runId}::text, ${s.signal}::text, r.last_sequence,
+           case when w.id is null then 'buffered' else 'received' end,
+           ${s.payload}::text, ${s.payloadHash}::text, ${s.idempotencyKey}::text, w.id,
+           case when w.id is null then now() + ${bufferTtlS}::int * interval '1 second' end
+    from r left join w on true
+    returning sequence, outcome, wait_id, (select quorum from w) as quorum`);
+  if (!row) return undefined;
+  return { sequence: Number(row.sequence), outcome: row.outcome, waitId: row.wait_id, quorum: row.quorum };
+}

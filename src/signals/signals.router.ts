@@ -36,18 +36,24 @@ const SignalRecordSchema = z
   .openapi("SignalRecord");
 
 /** A refused signal: the shared Problem plus the intake outcome (and the signal's id once it is logged). */
-const IntakeProblemSchema = ProblemSchema.extend({
-  outcome: z.enum(OUTCOMES).openapi({ example: "rejected_not_waiting" }),
-  signal_id: z.string().optional().openapi({ description: "Set when the rejected signal was recorded in the signal log" }),
-}).openapi("IntakeProblem", {
-  example: {
-    type: "https://signalbox.dev/problems/rejected-not-waiting",
-    title: "rejected_not_waiting",
-    status: 409,
-    detail: "run order-17 has no open wait for manager-approval",
-    outcome: "rejected_not_waiting",
-  },
-});
+const IntakeProblemSchema = z
+  .object({
+    // Flat rather than `ProblemSchema.extend` (an allOf): generators and linters see type and title directly.
+    ...ProblemSchema.shape,
+    outcome: z.enum(OUTCOMES).openapi({ example: "rejected_not_waiting" }),
+    signal_id: z.string().optional().openapi({ description: "Set when the rejected signal was recorded in the signal log" }),
+  })
+  .catchall(z.unknown())
+  .openapi("IntakeProblem", {
+    description: "RFC 9457 problem details for a refused signal",
+    example: {
+      type: "https://signalbox.dev/problems/rejected-not-waiting",
+      title: "rejected_not_waiting",
+      status: 409,
+      detail: "run order-17 has no open wait for manager-approval",
+      outcome: "rejected_not_waiting",
+    },
+  });
 const intakeProblem = (description: string) => problem(description, IntakeProblemSchema);
 
 const IntakeParams = z.object({
@@ -61,6 +67,8 @@ const intake = createRoute({
   path: "/signals/{run}/{signal}",
   operationId: "sendSignal",
   summary: "Send a signal to a run (external senders; authenticated by the signal type's auth)",
+  description:
+    "The body is the payload, verified over the exact bytes received (signature headers per the signal type's `auth`; a management token is also accepted) and checked against the signal type's schema. Every answer names its `outcome`: `received` or `buffered` (202), `duplicate` (200, same idempotency key and payload), or a rejection as `application/problem+json`. Accepted signals get the run's next `sequence`, gapless from 1.",
   tags: ["Signals"],
   security: [{}, { bearerAuth: [] }],
   request: {

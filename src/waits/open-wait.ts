@@ -1,94 +1,153 @@
-import { and, asc, eq, gt, isNull, sql } from "drizzle-orm";
+import { and, asc, eq, gt, inArray, isNull, sql } from "drizzle-orm";
 import { withTransaction, type Deps } from "../core/context.ts";
-import { ConflictError, NotFoundError } from "../core/errors.ts";
+import { BadRequestError, ConflictError, NotFoundError } from "../core/errors.ts";
 import { newId } from "../core/ids.ts";
 import type { Tx } from "../db/client.ts";
-import { signals, waits } from "../db/schema.ts";
-import { recordEvent } from "../events/events.queries.ts";
+import { signals, signalTypes, waits } from "../db/schema.ts";
+import { recordEvents } from "../events/events.queries.ts";
 import { addJob, jobKeys } from "../jobs/enqueue.ts";
+import { scheduleNotifications } from "../notifications/schedule-notifications.ts";
 import { lockRun } from "../runs/runs.queries.ts";
-import { findSignalType } from "../signal-types/signal-types.queries.ts";
+import { checkSensorTarget } from "../sensors/sensor-target.ts";
+import type { SensorSpec } from "../sensors/sensor-spec.ts";
+import { nextCronTime, type TimerSpec } from "../timers/timer-spec.ts";
 import { resolveWaits } from "./resolve-waits.ts";
 import { toWaitResource, type WaitResource } from "./wait-view.ts";
-import { findWait, findWaitByKey, hasOpenWait } from "./waits.queries.ts";
+import { findWait, findWaitByKey } from "./waits.queries.ts";
 
-export interface OpenWaitInput {
-  runId: string;
+/** What to wait for: a signal from outside (the default), a timer, a sensor, or a composite. */
+export interface WaitSpec {
   signal: string;
-  key?: string;
   timeoutS?: number;
   timeoutAt?: Date;
-  callbackUrl?: string;
   metadata?: Record<string, unknown>;
+  timer?: TimerSpec;
+  sensor?: SensorSpec;
+  all?: WaitSpec[];
+  any?: WaitSpec[];
+  quorum?: { count: number; veto?: string[] };
+}
+
+export interface OpenWaitInput extends WaitSpec {
+  runId: string;
+  key?: string;
+  callbackUrl?: string;
+}
+
+type Kind = "external" | "timer" | "sensor" | "all" | "any";
+const kindOf = (s: WaitSpec): Kind => (s.timer ? "timer" : s.sensor ? "sensor" : s.all ? "all" : s.any ? "any" : "external");
+
+interface Planned {
+  id: string;
+  spec: WaitSpec;
+  kind: Kind;
+  parentWaitId: string | null;
+  firesAt: Date | null;
 }
 
 /**
- * Opens a wait, atomically with its timeout job. A signal buffered for this run and name is
- * consumed at once (oldest first), so the new wait may already be `received`.
+ * Opens a wait (and, for a composite, its member waits) atomically with the jobs that will
+ * end it: timeout, timer, sensor poll, notifications. A signal buffered for this run and name
+ * is consumed at once (oldest first), so the new wait may already be `received`.
  */
-export async function openWait(deps: Pick<Deps, "db">, input: OpenWaitInput): Promise<{ wait: WaitResource; created: boolean }> {
-  if (!(await findSignalType(deps.db, input.signal))) throw new NotFoundError(`no signal type named '${input.signal}'`);
+export async function openWait(deps: Pick<Deps, "db" | "config">, input: OpenWaitInput): Promise<{ wait: WaitResource; created: boolean }> {
+  const parentId = newId("wt");
+  const members = input.all ?? input.any ?? [];
+  const plan: Planned[] = [input, ...members].map((spec, i) => ({
+    id: i === 0 ? parentId : newId("wt"),
+    spec,
+    kind: kindOf(spec),
+    parentWaitId: i === 0 ? null : parentId,
+    firesAt: spec.timer ? timerFiresAt(spec.timer) : null,
+  }));
+  const names = plan.map((p) => p.spec.signal);
+  if (new Set(names).size !== names.length) throw new BadRequestError("a composite's waits need distinct signal names", [{ path: "/signal", message: "repeats a member's name" }]);
+  for (const p of plan) if (p.spec.sensor) await checkSensorTarget(p.spec.sensor.url, deps.config.SIGNALBOX_SENSOR_ALLOW);
+
+  const externals = plan.filter((p) => p.kind === "external").map((p) => p.spec.signal);
+  const types = externals.length === 0 ? [] : await deps.db.select().from(signalTypes).where(inArray(signalTypes.name, externals));
+  const missing = externals.find((name) => !types.some((t) => t.name === name));
+  if (missing) throw new NotFoundError(`no signal type named '${missing}'`);
+
   return withTransaction(deps.db, async (tx) => {
     const run = await lockRun(tx, input.runId);
     if (input.key !== undefined) {
       const existing = await findWaitByKey(tx, input.runId, input.key);
       if (existing) {
-        if (existing.signal !== input.signal) {
-          throw new ConflictError(`key '${input.key}' already names a wait for signal '${existing.signal}' in this run`);
-        }
+        if (existing.signal !== input.signal) throw new ConflictError(`key '${input.key}' already names a wait for signal '${existing.signal}' in this run`);
         return { wait: toWaitResource(existing), created: false };
       }
     }
     if (run.status === "cancelled") throw new ConflictError(`run '${input.runId}' is cancelled`);
-    if (await hasOpenWait(tx, input.runId, input.signal)) {
-      throw new ConflictError(`run '${input.runId}' already has an open wait for signal '${input.signal}'`);
-    }
-    const id = newId("wt");
-    const [wait] = await tx
-      .insert(waits)
-      .values({
-        id,
-        runId: input.runId,
-        signal: input.signal,
-        key: input.key ?? null,
-        timeoutAt: deadline(input),
-        callbackUrl: input.callbackUrl ?? null,
-        metadata: input.metadata ?? {},
-      })
-      .returning({ timeoutAt: waits.timeoutAt, overdue: sql<boolean>`${waits.timeoutAt} <= now()` });
-    await recordEvent(tx, { runId: input.runId, type: "signal.waiting", waitId: id, data: { signal: input.signal } });
+    const open = await tx.select({ signal: waits.signal }).from(waits).where(and(eq(waits.runId, input.runId), eq(waits.status, "waiting"), inArray(waits.signal, names)));
+    if (open.length > 0) throw new ConflictError(`run '${input.runId}' already has an open wait for signal '${open[0]!.signal}'`);
 
-    if (!(await consumeBufferedSignal(tx, input.runId, input.signal, id)) && wait!.timeoutAt) {
-      if (wait!.overdue) {
-        await resolveWaits(tx, sql`id = ${id}::text`, { status: "timed_out", event: "signal.timeout" });
-      } else {
-        await addJob(tx, "expire_wait", { id }, { runAt: sql`${wait!.timeoutAt.toISOString()}::timestamptz`, jobKey: jobKeys.expire(id) });
-      }
+    const inserted = await tx
+      .insert(waits)
+      .values(
+        plan.map((p) => ({
+          id: p.id,
+          runId: input.runId,
+          signal: p.spec.signal,
+          key: p.parentWaitId ? null : (input.key ?? null),
+          timeoutAt: deadline(p.spec),
+          callbackUrl: p.parentWaitId ? null : (input.callbackUrl ?? null),
+          metadata: p.spec.metadata ?? (p.parentWaitId ? {} : (input.metadata ?? {})),
+          kind: p.kind,
+          source: p.spec.timer ?? p.spec.sensor ?? null,
+          firesAt: p.firesAt,
+          parentWaitId: p.parentWaitId,
+          quorum: p.spec.quorum ?? null,
+        })),
+      )
+      .returning({ id: waits.id, timeoutAt: waits.timeoutAt, overdue: sql<boolean>`${waits.timeoutAt} <= now()` });
+    await recordEvents(tx, plan.map((p) => ({ runId: input.runId, type: "signal.waiting", waitId: p.id, data: { signal: p.spec.signal, kind: p.kind } })));
+
+    // Members first: a member consuming a buffered signal may settle the parent at once.
+    for (const p of [...plan.slice(1), plan[0]!]) {
+      const row = inserted.find((r) => r.id === p.id)!;
+      await armWait(tx, p, row);
+      const type = types.find((t) => t.name === p.spec.signal);
+      if (type) await scheduleNotifications(tx, { waitId: p.id, timeoutAt: row.timeoutAt, notifyUrl: type.notifyUrl, remindersS: type.remindersS });
     }
-    return { wait: toWaitResource((await findWait(tx, id))!), created: true };
+    return { wait: toWaitResource((await findWait(tx, parentId))!), created: true };
   });
 }
 
+/** Sets up what will end one new wait, unless it already ended (a member settled its parent). */
+async function armWait(tx: Tx, p: Planned, row: { timeoutAt: Date | null; overdue: boolean }) {
+  const current = await findWait(tx, p.id);
+  if (current?.status !== "waiting") return;
+  if (p.kind === "external" && (await consumeBufferedSignal(tx, current.runId, p.spec.signal, p.id))) return;
+  if (row.timeoutAt && row.overdue) {
+    await resolveWaits(tx, sql`id = ${p.id}::text`, { status: "timed_out", event: "signal.timeout" });
+    return;
+  }
+  if (row.timeoutAt) await addJob(tx, "expire_wait", { id: p.id }, { runAt: at(row.timeoutAt), jobKey: jobKeys.expire(p.id) });
+  if (p.firesAt) await addJob(tx, "fire_timer", { id: p.id }, { runAt: at(p.firesAt), jobKey: jobKeys.timer(p.id) });
+  if (p.kind === "sensor") await addJob(tx, "poll_sensor", { id: p.id }, { jobKey: jobKeys.sensor(p.id) });
+}
+
+const at = (d: Date) => sql`${d.toISOString()}::timestamptz`;
+
 /** Deadlines are computed on the database clock, like the timeout job that enforces them. */
-function deadline(input: OpenWaitInput) {
-  if (input.timeoutAt) return input.timeoutAt;
-  if (input.timeoutS !== undefined) return sql`now() + ${input.timeoutS}::double precision * interval '1 second'`;
+function deadline(spec: WaitSpec) {
+  if (spec.timeoutAt) return spec.timeoutAt;
+  if (spec.timeoutS !== undefined) return sql`now() + ${spec.timeoutS}::double precision * interval '1 second'`;
   return null;
+}
+
+function timerFiresAt(timer: TimerSpec): Date {
+  if ("delay_s" in timer) return new Date(Date.now() + timer.delay_s * 1000);
+  if ("at" in timer) return new Date(timer.at);
+  return nextCronTime(timer.cron, timer.timezone, new Date());
 }
 
 async function consumeBufferedSignal(tx: Tx, runId: string, signal: string, waitId: string): Promise<boolean> {
   const [buffered] = await tx
     .select({ id: signals.id })
     .from(signals)
-    .where(
-      and(
-        eq(signals.runId, runId),
-        eq(signals.signal, signal),
-        eq(signals.outcome, "buffered"),
-        isNull(signals.waitId),
-        gt(signals.bufferExpiresAt, sql`now()`),
-      ),
-    )
+    .where(and(eq(signals.runId, runId), eq(signals.signal, signal), eq(signals.outcome, "buffered"), isNull(signals.waitId), gt(signals.bufferExpiresAt, sql`now()`)))
     .orderBy(asc(signals.receivedAt), asc(signals.sequence))
     .limit(1);
   if (!buffered) return false;

@@ -30,6 +30,10 @@ export function toWaitResource(w: WaitRow) {
             received_at: w.result.receivedAt.toISOString(),
           }
         : null,
+    kind: w.kind as "external" | "timer" | "sensor" | "all" | "any",
+    fires_at: w.firesAt?.toISOString() ?? null,
+    parent_wait_id: w.parentWaitId,
+    ...(w.quorum ? { quorum: w.quorum as { count: number; veto?: string[] }, votes: (w.votes ?? {}) as Record<string, string[]> } : {}),
     delivery: {
       status: w.deliveryStatus as "none" | "pending" | "delivered" | "failed",
       attempts: w.deliveryAttempts,

@@ -36,6 +36,7 @@ export async function hasOpenWait(q: Queryable, runId: string, signal: string): 
 
 export interface WaitFilter {
   runId?: string;
+  parentWaitId?: string;
   signal?: string;
   status?: string;
   metadata?: Record<string, string>;
@@ -48,6 +49,7 @@ export interface WaitFilter {
 export async function listWaits(q: Queryable, f: WaitFilter, limit: number): Promise<WaitRow[]> {
   const conditions: SQL[] = [];
   if (f.runId !== undefined) conditions.push(eq(waits.runId, f.runId));
+  if (f.parentWaitId !== undefined) conditions.push(eq(waits.parentWaitId, f.parentWaitId));
   if (f.signal !== undefined) conditions.push(eq(waits.signal, f.signal));
   if (f.status !== undefined) conditions.push(eq(waits.status, f.status));
   if (f.metadata && Object.keys(f.metadata).length > 0) {

@@ -5,11 +5,17 @@ import { bearerSecurity, commonProblems, CursorQuery, defaultHook, json, LimitQu
 import { cancelWait, redeliverWait } from "./cancel-wait.ts";
 import { findWaits } from "./find-waits.ts";
 import { getWait, MAX_WAIT_S } from "./get-wait.ts";
-import { openWait } from "./open-wait.ts";
+import { openWait, type WaitSpec } from "./open-wait.ts";
+import { Members, QuorumSchema, SensorSpecSchema, sources, TimerSpecSchema } from "./wait-spec.schema.ts";
 import type { ChangeFeed } from "../events/change-feed.ts";
 
 const Timestamp = z.string().datetime({ offset: true });
 const NullableTimestamp = Timestamp.nullable();
+/** An instant given by a client: also within the years 0001 to 9999 (UTC), which Postgres can store. */
+const InstantInput = Timestamp.refine((s) => {
+  const year = new Date(s).getUTCFullYear();
+  return year >= 1 && year <= 9999;
+}, "must be between the years 0001 and 9999");
 
 export const WaitSchema = z
   .object({
@@ -27,6 +33,11 @@ export const WaitSchema = z
       .object({ signal_id: z.string(), sequence: z.number().int(), payload: z.unknown(), received_at: Timestamp })
       .nullable()
       .openapi({ description: "The signal that resolved the wait, once received" }),
+    kind: z.enum(["external", "timer", "sensor", "all", "any"]).openapi({ description: "What ends the wait: a sender's signal, a timer, a sensor, or a composite over member waits" }),
+    fires_at: NullableTimestamp.openapi({ description: "Timers: when the wait will be received" }),
+    parent_wait_id: z.string().nullable().openapi({ description: "Composite members: the composite wait they belong to" }),
+    quorum: QuorumSchema.optional(),
+    votes: z.record(z.string(), z.array(z.string())).optional().openapi({ description: "Quorum waits: the distinct responders so far, by response", example: { approve: ["kim"] } }),
     delivery: z
       .object({ status: z.enum(["none", "pending", "delivered", "failed"]), attempts: z.number().int(), last_error: z.string().nullable() })
       .openapi({ description: "The resume callback's progress" }),
@@ -38,12 +49,19 @@ const OpenWaitBody = z
     signal: SignalNameSchema,
     key: z.string().min(1).max(200).optional().openapi({ description: "The step path: the same run and key return the same wait", example: "scene-2/approval" }),
     timeout_s: z.number().min(0).max(10 * 365 * 86400).optional().openapi({ example: 172800 }),
-    timeout_at: Timestamp.optional().openapi({ description: "Absolute deadline (RFC 3339); a past one times out at once" }),
+    timeout_at: InstantInput.optional().openapi({ description: "Absolute deadline (RFC 3339); a past one times out at once" }),
     // Case-insensitive without the `i` flag: flags do not survive into the OpenAPI `pattern`.
     callback_url: z.string().url().max(2000).regex(/^[Hh][Tt][Tt][Pp][Ss]?:\/\//, "must be an http(s) URL").optional().openapi({ example: "http://engine:9000/resume" }),
     metadata: z.record(z.string(), z.unknown()).optional().openapi({ example: { order_id: "o-17", assignee: "kim" } }),
+    timer: TimerSpecSchema.optional(),
+    sensor: SensorSpecSchema.optional(),
+    all: Members.optional().openapi({ description: "A composite: received when every member is received (payload `{members: {<signal>: <result>}}`); a member timing out times it out" }),
+    any: Members.optional().openapi({ description: "A composite: received with the first member received; the other members are cancelled" }),
+    quorum: QuorumSchema.optional(),
   })
   .strict()
+  .refine((b) => sources(b) <= 1, { message: "give at most one of timer, sensor, all, any", path: ["timer"] })
+  .refine((b) => b.quorum === undefined || sources(b) === 0, { message: "a quorum applies to a wait for an external signal", path: ["quorum"] })
   .refine((b) => b.timeout_s === undefined || b.timeout_at === undefined, { message: "give timeout_s or timeout_at, not both", path: ["timeout_at"] })
   .refine((b) => b.metadata === undefined || JSON.stringify(b.metadata).length <= 16384, { message: "must be at most 16 KiB as JSON", path: ["metadata"] })
   .openapi("OpenWait");
@@ -57,6 +75,8 @@ const open = createRoute({
   path: "/runs/{run}/waits",
   operationId: "openWait",
   summary: "Open a wait: the run pauses until a signal, a timeout or a cancel",
+  description:
+    "At most one open wait per run and signal name (409 otherwise). The same run and `key` again return the same wait (200). `timeout_s` or `timeout_at` time it out; a deadline already past times it out at once. When the wait leaves `waiting`, `callback_url` receives a Standard Webhooks-signed POST `{id, type, occurred_at, wait}`. A buffered signal is consumed at once: the new wait is then already `received`.",
   tags: ["Waits"],
   security: bearerSecurity,
   request: { params: RunParams, body: { content: { "application/json": { schema: OpenWaitBody } }, required: true } },
@@ -75,6 +95,7 @@ const get = createRoute({
   path: "/waits/{id}",
   operationId: "getWait",
   summary: "Read a wait; with wait_s, long-poll until it leaves waiting",
+  description: "With `wait_s`, the request is held while the wait is `waiting` and answers as soon as it is received, timed out or cancelled (or when `wait_s` passes, with the wait as it is).",
   tags: ["Waits"],
   security: bearerSecurity,
   request: {
@@ -132,8 +153,8 @@ const find = createRoute({
       signal: SignalNameSchema.optional(),
       status: StatusQuery,
       run_id: RunIdSchema.optional(),
-      deadline_before: Timestamp.optional().openapi({ description: "Only waits whose timeout_at is before this instant" }),
-      created_before: Timestamp.optional().openapi({ description: "Only waits created before this instant" }),
+      deadline_before: InstantInput.optional().openapi({ description: "Only waits whose timeout_at is before this instant" }),
+      created_before: InstantInput.optional().openapi({ description: "Only waits created before this instant" }),
       limit: LimitQuery,
       cursor: CursorQuery,
     }),
@@ -160,13 +181,13 @@ export function waitsRouter(deps: Deps & { changes: ChangeFeed; shutdown: AbortS
     .openapi(open, async (c) => {
       const body = c.req.valid("json");
       const { wait, created } = await openWait(deps, {
+        ...toWaitSpec(body),
         runId: c.req.valid("param").run,
-        signal: body.signal,
         key: body.key,
-        timeoutS: body.timeout_s,
-        timeoutAt: body.timeout_at === undefined ? undefined : new Date(body.timeout_at),
         callbackUrl: body.callback_url,
-        metadata: body.metadata,
+        all: body.all?.map(toWaitSpec),
+        any: body.any?.map(toWaitSpec),
+        quorum: body.quorum,
       });
       return c.json(wait, created ? 201 : 200);
     })
@@ -193,4 +214,16 @@ export function waitsRouter(deps: Deps & { changes: ChangeFeed; shutdown: AbortS
         200,
       );
     });
+}
+
+/** API field names to the verb's. */
+function toWaitSpec(b: z.infer<typeof Members>[number]): WaitSpec {
+  return {
+    signal: b.signal,
+    timeoutS: b.timeout_s,
+    timeoutAt: b.timeout_at === undefined ? undefined : new Date(b.timeout_at),
+    metadata: b.metadata,
+    timer: b.timer,
+    sensor: b.sensor,
+  };
 }

@@ -4,7 +4,10 @@ import type { Deps } from "../core/context.ts";
 import { deliverCallback } from "../delivery/deliver-callback.ts";
 import { releaseDeadPools, scheduleSweep } from "../jobs/worker-pools.ts";
 import { purgeExpiredReceipts } from "../signals/signals.queries.ts";
+import { deliverNotification } from "../notifications/deliver-notification.ts";
+import { pollSensor } from "../sensors/poll-sensor.ts";
 import { expireWait } from "../timeouts/expire-wait.ts";
+import { fireTimer } from "../timers/fire-timer.ts";
 
 /** Jobs carry ids only; state lives in our tables. Payloads are parsed, never trusted. */
 const ById = z.object({ id: z.string().min(1) });
@@ -20,6 +23,15 @@ export function taskList(deps: TaskDeps): TaskList {
     },
     deliver_callback: async function deliverCallbackTask(payload, helpers) {
       await deliverCallback(deps, ById.parse(payload).id, helpers.abortSignal);
+    },
+    fire_timer: async function fireTimerTask(payload) {
+      await fireTimer(deps, ById.parse(payload).id);
+    },
+    poll_sensor: async function pollSensorTask(payload, helpers) {
+      await pollSensor(deps, ById.parse(payload).id, helpers.abortSignal);
+    },
+    deliver_notification: async function deliverNotificationTask(payload, helpers) {
+      await deliverNotification(deps, ById.parse(payload).id, helpers.abortSignal);
     },
     sweep: async function sweepTask() {
       const released = await releaseDeadPools(deps.db, deps.workerStaleS);

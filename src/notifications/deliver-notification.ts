@@ -1,0 +1,38 @@
+import { eq, sql } from "drizzle-orm";
+import { withTransaction, type Deps } from "../core/context.ts";
+import { notifications } from "../db/schema.ts";
+import { retryDelayS } from "../delivery/classify-response.ts";
+import { postSigned } from "../delivery/post-signed.ts";
+import { addJob, jobKeys } from "../jobs/enqueue.ts";
+import { toWaitResource } from "../waits/wait-view.ts";
+import { findWait } from "../waits/waits.queries.ts";
+
+/**
+ * Delivers one `signal.waiting` / `signal.reminder` event to the signal type's notify_url,
+ * signed and retried like callbacks. Nothing is sent for a wait that is no longer waiting.
+ */
+export async function deliverNotification(deps: Pick<Deps, "db" | "config" | "secrets" | "log">, id: string, abort?: AbortSignal): Promise<string> {
+  const [n] = await deps.db.select().from(notifications).where(eq(notifications.id, id));
+  if (!n || n.status !== "pending") return "skipped";
+  const wait = await findWait(deps.db, n.waitId);
+  if (!wait || wait.status !== "waiting") {
+    await deps.db.update(notifications).set({ status: "skipped" }).where(eq(notifications.id, id));
+    return "skipped";
+  }
+  const body = JSON.stringify({ id, type: n.type, occurred_at: n.createdAt.toISOString(), wait: toWaitResource(wait) });
+  const attempt = await postSigned(n.url, id, body, deps.secrets.callbackSecret, abort);
+  const attempts = n.attempts + 1;
+  const retry = attempt.verdict === "retry" && attempts < deps.config.SIGNALBOX_DELIVERY_MAX_ATTEMPTS;
+  const status = attempt.verdict === "delivered" ? "delivered" : retry ? "pending" : "failed";
+  await withTransaction(deps.db, async (tx) => {
+    const rows = await tx.execute(sql`
+      update signalbox.notifications set attempts = ${attempts}::int, status = ${status}::text, last_error = ${attempt.error}::text
+      where id = ${id}::text and status = 'pending' and attempts = ${n.attempts}::int returning id`);
+    if (rows.length === 1 && retry) {
+      const delayS = retryDelayS(deps.config.SIGNALBOX_DELIVERY_BACKOFF_S, attempts);
+      await addJob(tx, "deliver_notification", { id }, { runAt: sql`now() + ${delayS}::double precision * interval '1 second'`, jobKey: jobKeys.notify(id) });
+    }
+  });
+  deps.log.info({ notification: id, type: n.type, status: attempt.status, verdict: attempt.verdict }, "notification attempt");
+  return status;
+}
