@@ -113,7 +113,7 @@ describe("composite waits", () => {
     }
     await engine.waitFor(10);
     await new Promise((r) => setTimeout(r, 300));
-    const parents = engine.received.filter((c) => c.json.wait.run_id.startsWith("comp-race-"));
+    const parents = engine.received.filter((c) => String(c.json.wait.run_id).startsWith("comp-race-"));
     expect(parents).toHaveLength(10);
   });
 
