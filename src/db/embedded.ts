@@ -17,7 +17,7 @@ const DATABASE = "signalbox";
  * free port of its own, so several instances run side by side. Postgres refuses to run as
  * root: there it runs as a `postgres` system user that owns the data dir.
  */
-export async function startEmbeddedPostgres(dataDir: string, log: Log): Promise<EmbeddedDatabase> {
+export async function startEmbeddedPostgres(dataDir: string, log: Log, settings: Record<string, string> = {}): Promise<EmbeddedDatabase> {
   const databaseDir = path.resolve(dataDir, "pg");
   await fs.mkdir(path.dirname(databaseDir), { recursive: true });
   await stopOrphanedPostmaster(databaseDir, log);
@@ -31,7 +31,10 @@ export async function startEmbeddedPostgres(dataDir: string, log: Log): Promise<
     persistent: true,
     createPostgresUser: process.getuid?.() === 0,
     // TCP on loopback only, no unix socket (its path would collide between instances).
-    postgresFlags: ["-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=", "-c", "max_connections=200"],
+    postgresFlags: [
+      ...["listen_addresses=127.0.0.1", "unix_socket_directories=", "max_connections=200"],
+      ...Object.entries(settings).map(([k, v]) => `${k}=${v}`),
+    ].flatMap((setting) => ["-c", setting]),
     initdbFlags: ["--encoding=UTF8", "--locale=C"],
     onLog: (m) => log.trace({ postgres: m.trim() }, "embedded postgres"),
     onError: (e) => log.warn({ err: e }, "embedded postgres"),

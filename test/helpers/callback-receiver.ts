@@ -8,8 +8,11 @@ export interface ReceivedCallback {
   at: number;
 }
 
-/** A workflow engine stand-in: records every callback and answers with `respond` (default 204). */
-export async function startCallbackReceiver(respond: (n: number, cb: ReceivedCallback) => number = () => 204) {
+/**
+ * A workflow engine stand-in: records every callback and answers with `respond` (default 204).
+ * `respond` may return a promise to hold the answer (an engine that hangs mid-delivery).
+ */
+export async function startCallbackReceiver(respond: (n: number, cb: ReceivedCallback) => number | Promise<number> = () => 204) {
   const received: ReceivedCallback[] = [];
   const waiters: Array<() => void> = [];
   const server: Server = createServer((req, res) => {
@@ -19,9 +22,11 @@ export async function startCallbackReceiver(respond: (n: number, cb: ReceivedCal
       const body = Buffer.concat(chunks).toString("utf8");
       const cb: ReceivedCallback = { headers: req.headers, body, json: JSON.parse(body), at: performance.now() };
       received.push(cb);
-      res.statusCode = respond(received.length, cb);
-      res.end();
       waiters.splice(0).forEach((w) => w());
+      void Promise.resolve(respond(received.length, cb)).then((status) => {
+        res.statusCode = status;
+        res.end();
+      });
     });
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
