@@ -5,6 +5,7 @@ import { requestId } from "hono/request-id";
 import { managementAuth, tokenVerifier } from "./auth/management-auth.ts";
 import type { Deps } from "./core/context.ts";
 import { PayloadTooLargeError, ServiceError } from "./core/errors.ts";
+import { requestContext } from "./core/logger.ts";
 import { createMetrics } from "./core/metrics.ts";
 import { healthRouter, type ReadinessChecks } from "./http/health.router.ts";
 import { inputGuard } from "./http/input-guard.ts";
@@ -61,14 +62,17 @@ export function createApp(deps: AppDeps) {
   });
   const app = new OpenAPIHono({ defaultHook });
 
-  app.use(requestId());
+  app.use(requestId()); // honours a well-formed X-Request-Id from the caller
+  app.use(function withRequestContext(c, next) {
+    return requestContext.run({ requestId: c.get("requestId") }, next);
+  });
   app.use(async function accessLog(c, next) {
     const started = performance.now();
     await next();
     const seconds = (performance.now() - started) / 1000;
     // routePath is the pattern (/waits/:id), so labels stay few whatever the ids are.
     metrics.httpDuration.observe({ method: c.req.method, route: c.req.routePath, status: String(c.res.status) }, seconds);
-    deps.log.info({ requestId: c.get("requestId"), method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(seconds * 1000) }, "request");
+    deps.log.info({ method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(seconds * 1000) }, "request");
   });
   app.use(async function limitBody(c, next) {
     if (isIntake(c.req.method, c.req.path)) return next(); // intake reads and caps its raw body itself

@@ -1,13 +1,22 @@
+import { AsyncLocalStorage } from "node:async_hooks";
 import pino, { type Logger as Pino } from "pino";
 import { Logger as WorkerLogger } from "graphile-worker";
 
 export type Log = Pino;
+
+/** The request a log line belongs to: set by the HTTP layer, read by every logger. */
+export const requestContext = new AsyncLocalStorage<{ requestId: string }>();
 
 /** Structured JSON logs. Secrets, tokens and payloads are never passed to the logger; redact as a backstop. */
 export function createLogger(level: string): Log {
   return pino({
     level,
     base: { service: "signalbox" },
+    // Every line written while handling a request carries its id, whichever module logs it.
+    mixin: () => {
+      const ctx = requestContext.getStore();
+      return ctx ? { requestId: ctx.requestId } : {};
+    },
     redact: { paths: ["*.authorization", "*.secret", "*.secrets", "*.password", "*.payload"], censor: "[redacted]" },
   });
 }

@@ -41,13 +41,15 @@ export async function sendSignal(deps: Pick<Deps, "db" | "secretBox">, input: Si
   const typeAuth = type ? openAuth(deps.secretBox, type) : undefined;
   const auth = authenticateIntake(typeAuth, input);
   if (!auth.ok) return UNAUTHENTICATED;
-  if (!type || !typeAuth) return { outcome: "rejected_unknown_signal", detail: `no signal type named '${input.signal}'` };
+  // From here the sender is authenticated: every answer is recorded in the signal log.
+  const unparsed = { runId: input.runId, signal: input.signal, payload: null, payloadHash: null, idempotencyKey: input.idempotencyKey ?? auth.webhookId ?? null };
+  if (!type || !typeAuth) return recordRejection(deps, unparsed, "rejected_unknown_signal", `no signal type named '${input.signal}'`);
 
   const parsed = parseBody(input.body);
-  if ("error" in parsed) return { outcome: "invalid_json", detail: parsed.error };
+  if ("error" in parsed) return recordRejection(deps, unparsed, "invalid_json", parsed.error);
   if ("tooDeep" in parsed) {
     const problems = [{ path: "", message: `must not nest deeper than ${MAX_JSON_DEPTH} levels` }];
-    return { outcome: "rejected_invalid_payload", detail: "the payload nests too deeply", validation_errors: problems };
+    return recordRejection(deps, unparsed, "rejected_invalid_payload", "the payload nests too deeply", problems);
   }
 
   // A body-only signature does not cover the URL: bind it to the run through the payload.
@@ -65,14 +67,23 @@ export async function sendSignal(deps: Pick<Deps, "db" | "secretBox">, input: Si
   };
 
   const problems = checkPayload(type, parsed.value);
-  if (problems.length > 0) {
-    const id = newId("sg");
-    await insertRejectedSignal(deps.db, { ...record, id, outcome: "rejected_invalid_payload", validationErrors: problems });
-    return { outcome: "rejected_invalid_payload", detail: "the payload does not satisfy the signal type's schema", signal_id: id, validation_errors: problems };
-  }
+  if (problems.length > 0) return recordRejection(deps, record, "rejected_invalid_payload", "the payload does not satisfy the signal type's schema", problems);
 
   const receipt = auth.webhookId ? { webhookId: auth.webhookId, keepS: 2 * typeAuth.tolerance_s } : undefined;
   return withTransaction(deps.db, (tx) => acceptSignal(tx, type, record, parsed.value, receipt));
+}
+
+/** Records a rejection that needs no run lock (nothing about the run decided it). */
+async function recordRejection(
+  deps: Pick<Deps, "db">,
+  record: Omit<NewSignal, "id" | "outcome">,
+  outcome: "rejected_unknown_signal" | "invalid_json" | "rejected_invalid_payload",
+  detail: string,
+  problems?: ValidationIssue[],
+): Promise<IntakeAnswer> {
+  const id = newId("sg");
+  await insertRejectedSignal(deps.db, { ...record, id, outcome, validationErrors: problems ?? null });
+  return { outcome, detail, signal_id: id, ...(problems ? { validation_errors: problems } : {}) };
 }
 
 const UNAUTHENTICATED: IntakeAnswer = { outcome: "rejected_unauthenticated", detail: "signature verification failed" };

@@ -56,9 +56,15 @@ export async function insertRejectedSignal(q: Queryable, s: NewSignal): Promise<
     payload: s.payload,
     payloadHash: s.payloadHash,
     idempotencyKey: s.idempotencyKey,
-    validationErrors: s.validationErrors ?? null,
+    validationErrors: s.validationErrors ? s.validationErrors.map(storable) : null,
   });
 }
+
+/** jsonb holds neither NUL nor unpaired surrogates: a pointer naming such a key is shown with U+FFFD. */
+const storable = (issue: ValidationIssue): ValidationIssue => ({
+  path: issue.path.replace(/\u0000/g, "\uFFFD").toWellFormed(),
+  message: issue.message.replace(/\u0000/g, "\uFFFD").toWellFormed(),
+});
 
 export interface SignalFilter {
   runId?: string;

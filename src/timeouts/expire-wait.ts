@@ -11,7 +11,7 @@ import { findWait } from "../waits/waits.queries.ts";
  * (compare-and-set; a signal that won the race makes this a no-op). If the deadline moved
  * into the future, the timer is set again rather than firing early.
  */
-export async function expireWait(deps: Pick<Deps, "db">, waitId: string): Promise<"timed_out" | "not_waiting" | "rescheduled"> {
+export async function expireWait(deps: Pick<Deps, "db" | "metrics">, waitId: string): Promise<"timed_out" | "not_waiting" | "rescheduled"> {
   return withTransaction(deps.db, async (tx) => {
     const wait = await findWait(tx, waitId);
     if (!wait || wait.status !== "waiting") return "not_waiting";
@@ -22,6 +22,8 @@ export async function expireWait(deps: Pick<Deps, "db">, waitId: string): Promis
       event: "signal.timeout",
     });
     if (expired) {
+      deps.metrics?.timeoutsFired.inc();
+      if (expired.timeoutAt && expired.resolvedAt) deps.metrics?.timeoutLag.observe((expired.resolvedAt.getTime() - expired.timeoutAt.getTime()) / 1000);
       await debugPoint("expire-wait:resolved", waitId); // tests: still holding the run lock, not yet committed
       return "timed_out";
     }
