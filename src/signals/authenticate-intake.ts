@@ -11,9 +11,7 @@ export interface IntakeCredentials {
 export type IntakeAuthResult = { ok: true; webhookId?: string } | { ok: false; reason: string };
 
 /** Authenticates one intake request by its signal type's `auth`, or by a management token. */
-export function authenticateIntake(auth: SignalAuth | undefined, input: { body: Uint8Array; credentials: IntakeCredentials }): IntakeAuthResult {
+export function authenticateIntake(auth: SignalAuth, input: { body: Uint8Array; credentials: IntakeCredentials }): IntakeAuthResult {
   if (input.credentials.management) return { ok: true };
-  // An unknown signal type has no way to authenticate a sender: say so only to a caller we trust.
-  if (!auth) return { ok: false, reason: "unknown signal type" };
   return verifySignature(auth, input.credentials.headers, input.body, input.credentials.nowSeconds);
 }

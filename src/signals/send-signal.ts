@@ -38,12 +38,18 @@ const utf8 = new TextDecoder("utf-8", { fatal: true });
  */
 export async function sendSignal(deps: Pick<Deps, "db" | "secretBox">, input: SignalIntake): Promise<IntakeAnswer> {
   const type = await findSignalType(deps.db, input.signal);
-  const typeAuth = type ? openAuth(deps.secretBox, type) : undefined;
+  if (!type) {
+    // API.md: 404 for an unknown type. Only a management caller is authenticated, so only its
+    // attempt is worth a line in the signal log.
+    const answer: IntakeAnswer = { outcome: "rejected_unknown_signal", detail: `no signal type named '${input.signal}'` };
+    if (!input.credentials.management) return answer;
+    return recordRejection(deps, { runId: input.runId, signal: input.signal, payload: null, payloadHash: null, idempotencyKey: input.idempotencyKey ?? null }, "rejected_unknown_signal", answer.detail);
+  }
+  const typeAuth = openAuth(deps.secretBox, type);
   const auth = authenticateIntake(typeAuth, input);
   if (!auth.ok) return UNAUTHENTICATED;
   // From here the sender is authenticated: every answer is recorded in the signal log.
   const unparsed = { runId: input.runId, signal: input.signal, payload: null, payloadHash: null, idempotencyKey: input.idempotencyKey ?? auth.webhookId ?? null };
-  if (!type || !typeAuth) return recordRejection(deps, unparsed, "rejected_unknown_signal", `no signal type named '${input.signal}'`);
 
   const parsed = parseBody(input.body);
   if ("error" in parsed) return recordRejection(deps, unparsed, "invalid_json", parsed.error);

@@ -430,7 +430,9 @@ describe("intake authentication", () => {
     expectRejected(await intake(app, "auth-4b", "signed", payload, headers), 401, "rejected_unauthenticated");
   });
 
-  it("an unknown signal type without a token is 401 (nothing about which types exist leaks)", async () => {
-    expectRejected(await intake(app, "auth-5", "no-such-signal", "{}"), 401, "rejected_unauthenticated");
+  it("an unknown signal type without a token is 404 rejected_unknown_signal (API.md), and not recorded", async () => {
+    expectRejected(await intake(app, "auth-5", "no-such-signal", "{}"), 404, "rejected_unknown_signal");
+    const log = (await (await app.api("/runs/auth-5/signals")).json()) as { items: unknown[] };
+    expect(log.items).toHaveLength(0);
   });
 });
