@@ -17,6 +17,7 @@ import { signalTypesRouter } from "./signal-types/signal-types.router.ts";
 import { signalsRouter } from "./signals/signals.router.ts";
 import type { ChangeFeed } from "./events/change-feed.ts";
 import { waitsRouter } from "./waits/waits.router.ts";
+import { APPROVAL_LINK_PREFIX, approvalsRouter } from "./approvals/approvals.router.ts";
 
 export interface AppDeps extends Deps {
   changes: ChangeFeed;
@@ -26,6 +27,8 @@ export interface AppDeps extends Deps {
 }
 
 const PUBLIC_PATHS = new Set(["/healthz", "/readyz", "/metrics", "/openapi.json", "/docs"]);
+/** Approval links carry their own credential (a signed token in the path). */
+const isApprovalLink = (path: string) => path.startsWith(APPROVAL_LINK_PREFIX);
 const INTAKE = /^\/signals\/[^/]+\/[^/]+$/;
 const isIntake = (method: string, path: string) => method === "POST" && INTAKE.test(path) && path !== "/signals/batch";
 
@@ -48,6 +51,7 @@ export const OPENAPI_CONFIG = {
     { name: "Waits", description: "A run waiting for a signal, with an optional timeout and resume callback" },
     { name: "Signals", description: "Intake from external systems, and the signal log" },
     { name: "Runs", description: "A run's state, cancellation and history" },
+    { name: "Approvals", description: "Signed one-time links a person answers a wait with (the link pages need no token)" },
     { name: "Operations", description: "Health, readiness and Prometheus metrics (no token needed)" },
   ],
 };
@@ -83,7 +87,7 @@ export function createApp(deps: AppDeps) {
       },
     })(c, next);
   });
-  app.use(managementAuth({ skip: (method, path) => PUBLIC_PATHS.has(path) || isIntake(method, path), verify: verifyToken }));
+  app.use(managementAuth({ skip: (method, path) => PUBLIC_PATHS.has(path) || isIntake(method, path) || isApprovalLink(path), verify: verifyToken }));
   app.use(inputGuard({ skipBody: isIntake }));
 
   app.route("/", healthRouter(deps.readiness));
@@ -92,6 +96,7 @@ export function createApp(deps: AppDeps) {
   app.route("/", waitsRouter(deps));
   app.route("/", signalsRouter({ ...deps, metrics, isManagementToken: verifyToken }));
   app.route("/", runsRouter(deps));
+  app.route("/", approvalsRouter({ ...deps, metrics }));
 
   app.openAPIRegistry.registerComponent("securitySchemes", "bearerAuth", {
     type: "http",

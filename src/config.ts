@@ -6,6 +6,27 @@ const csv = z
   .optional()
   .transform((v) => (v ?? "").split(",").map((s) => s.trim()).filter((s) => s.length > 0));
 
+/**
+ * `kid:secret,kid:secret`: the approval-link key ring. The first key signs new links; every key
+ * verifies, so a rotated-out key keeps its unexpired links valid until it is removed.
+ */
+const linkKeys = z
+  .string()
+  .optional()
+  .transform((v, ctx) => {
+    const keys: Array<{ kid: string; secret: string }> = [];
+    for (const item of (v ?? "").split(",").map((s) => s.trim()).filter((s) => s.length > 0)) {
+      const colon = item.indexOf(":");
+      const kid = colon < 0 ? "" : item.slice(0, colon);
+      const secret = colon < 0 ? "" : item.slice(colon + 1);
+      if (!/^[A-Za-z0-9._-]{1,64}$/.test(kid)) ctx.addIssue({ code: "custom", message: "each key must be kid:secret, kid from A-Z a-z 0-9 . _ - (at most 64)" });
+      else if (Buffer.byteLength(secret, "utf8") < 32) ctx.addIssue({ code: "custom", message: `the secret of key '${kid}' must be at least 32 bytes` });
+      else if (keys.some((k) => k.kid === kid)) ctx.addIssue({ code: "custom", message: `key id '${kid}' appears twice` });
+      else keys.push({ kid, secret });
+    }
+    return keys;
+  });
+
 const ConfigSchema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   DATABASE_URL: z.string().url().optional(),
@@ -23,6 +44,8 @@ const ConfigSchema = z.object({
   SIGNALBOX_DELIVERY_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(100).default(10),
   SIGNALBOX_SIGNAL_TYPES_FILE: z.string().min(1).optional(),
   SIGNALBOX_PUBLIC_URL: z.string().url().optional(),
+  /** Approval-link signing keys (`kid:secret,...`); unset, one is generated into the data dir. */
+  SIGNALBOX_LINK_KEYS: linkKeys,
   /** Sensor targets allowed despite the link-local guard (CIDRs or addresses). */
   SIGNALBOX_SENSOR_ALLOW: csv,
   /** How long one sensor request may take. */

@@ -12,7 +12,7 @@ export function openApiDocument(): unknown {
     db: undefined as unknown as AppDeps["db"],
     config: loadConfig({}),
     log: createLogger("silent"),
-    secrets: { apiKeys: [], callbackSecret: new Uint8Array() },
+    secrets: { apiKeys: [], callbackSecret: new Uint8Array(), linkKeys: [] },
     changes: new ChangeFeed(),
     shutdown: new AbortController().signal,
     readiness: { database: async () => false, worker: () => false },

@@ -2,15 +2,16 @@ import fs from "node:fs/promises";
 import path from "node:path";
 import { randomBytes } from "node:crypto";
 import type { Config } from "../config.ts";
+import type { LinkKey } from "../core/context.ts";
 import type { Log } from "../core/logger.ts";
 import { callbackKey } from "../delivery/sign-webhook.ts";
 
 /**
- * The management keys and the callback signing key. When not configured, they are generated
- * once and kept in the data dir (mode 0600), so a bare `npm start` is usable and stays stable
+ * The management keys, the callback signing key and the approval-link key ring. When not
+ * configured, they are generated once and kept in the data dir (mode 0600), so a bare `npm start` is usable and stays stable
  * across restarts. Their values are never logged: only where to find them.
  */
-export async function bootstrapSecrets(config: Config, log: Log): Promise<{ apiKeys: string[]; callbackSecret: Uint8Array }> {
+export async function bootstrapSecrets(config: Config, log: Log): Promise<{ apiKeys: string[]; callbackSecret: Uint8Array; linkKeys: LinkKey[] }> {
   let apiKeys = config.SIGNALBOX_API_KEYS;
   if (apiKeys.length === 0 && !config.SIGNALBOX_JWT_SECRET && !config.SIGNALBOX_JWKS_URL) {
     const file = path.resolve(config.SIGNALBOX_DATA_DIR, "api-key");
@@ -23,7 +24,17 @@ export async function bootstrapSecrets(config: Config, log: Log): Promise<{ apiK
     secret = await readOrCreate(file, () => `whsec_${randomBytes(32).toString("base64")}`);
     log.warn({ file }, "SIGNALBOX_CALLBACK_SECRET is not set: callbacks are signed with the generated secret stored in this file");
   }
-  return { apiKeys, callbackSecret: callbackKey(secret) };
+  let linkKeys = config.SIGNALBOX_LINK_KEYS;
+  if (linkKeys.length === 0) {
+    const file = path.resolve(config.SIGNALBOX_DATA_DIR, "link-key");
+    // A random kid: a key configured later never shares an id with this one.
+    const line = await readOrCreate(file, () => `gen-${randomBytes(4).toString("hex")}:${randomBytes(32).toString("base64url")}`);
+    const [, kid, key] = /^([A-Za-z0-9._-]{1,64}):(.{32,})$/.exec(line) ?? [];
+    if (!kid || !key) throw new Error(`${file} must hold one line kid:secret (a secret of at least 32 bytes)`);
+    linkKeys = [{ kid, secret: key }];
+    log.warn({ file }, "SIGNALBOX_LINK_KEYS is not set: approval links are signed with the generated key stored in this file");
+  }
+  return { apiKeys, callbackSecret: callbackKey(secret), linkKeys: linkKeys.map((k) => ({ kid: k.kid, secret: Buffer.from(k.secret, "utf8") })) };
 }
 
 async function readOrCreate(file: string, make: () => string): Promise<string> {

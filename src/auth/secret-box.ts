@@ -37,12 +37,27 @@ export function sealSecrets(box: SecretBox | undefined, secrets: string[], conte
   return box ? secrets.map((s) => box.seal(s, context)) : secrets;
 }
 
+/**
+ * The usable secrets. One that cannot be opened (no key configured, another key, or a ciphertext
+ * copied from another signal type so the associated data differs) is left out: verification then
+ * fails closed with a 401 instead of the request failing with a 500.
+ */
 export function openSecrets(box: SecretBox | undefined, stored: string[], context: string): string[] {
-  return stored.map((s) => {
-    if (!s.startsWith(PREFIX)) return s;
-    if (!box) throw new Error("a signing secret is encrypted but SIGNALBOX_SECRET_KEY is not set");
-    return box.open(s, context);
-  });
+  const opened: string[] = [];
+  for (const s of stored) {
+    if (typeof s !== "string") continue;
+    if (!s.startsWith(PREFIX)) {
+      opened.push(s);
+      continue;
+    }
+    if (!box) continue;
+    try {
+      opened.push(box.open(s, context));
+    } catch {
+      // tampered, truncated or sealed for another context: never usable
+    }
+  }
+  return opened;
 }
 
 export function parseSecretKey(text: string): Uint8Array {

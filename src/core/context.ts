@@ -9,11 +9,17 @@ export interface Deps {
   db: Db;
   config: Config;
   log: Log;
-  /** Secrets generated or loaded at start (callback signing key, API keys). */
-  secrets: { callbackSecret: Uint8Array; apiKeys: string[] };
+  /** Secrets generated or loaded at start (callback signing key, API keys, approval-link keys). */
+  secrets: { callbackSecret: Uint8Array; apiKeys: string[]; linkKeys: LinkKey[] };
   /** Encrypts signing secrets at rest; absent when SIGNALBOX_SECRET_KEY is not set. */
   secretBox?: SecretBox;
   metrics?: Metrics;
+}
+
+/** An approval-link signing key: the first of the ring signs, all verify (by `kid`). */
+export interface LinkKey {
+  kid: string;
+  secret: Uint8Array;
 }
 
 const RETRYABLE = new Set(["40001", "40P01"]); // serialization failure, deadlock

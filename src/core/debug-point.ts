@@ -3,7 +3,7 @@
  * commits, so a race (signal vs timeout, signal vs wait) happens in the order the test chooses
  * (after DBOS `src/debugpoint.ts`). With no hook set, a point is one map lookup.
  */
-export type DebugPointName = "expire-wait:read" | "expire-wait:resolved" | "send-signal:locked";
+export type DebugPointName = "expire-wait:read" | "expire-wait:resolved" | "send-signal:locked" | "respond-to-link:checked";
 
 /** Receives what the point is about (a wait id or run id), so a test can pick its own. */
 export type DebugHook = (subject: string) => Promise<void> | void;

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 
-export type IdPrefix = "wt" | "sg" | "ev" | "nt";
+export type IdPrefix = "wt" | "sg" | "ev" | "nt" | "lk";
 
 /**
  * Opaque ids with a type prefix. The first 10 characters encode the creation time in

@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from "node:async_hooks";
-import pino, { type Logger as Pino } from "pino";
+import pino, { type DestinationStream, type Logger as Pino } from "pino";
 import { Logger as WorkerLogger } from "graphile-worker";
 
 export type Log = Pino;
@@ -8,8 +8,8 @@ export type Log = Pino;
 export const requestContext = new AsyncLocalStorage<{ requestId: string }>();
 
 /** Structured JSON logs. Secrets, tokens and payloads are never passed to the logger; redact as a backstop. */
-export function createLogger(level: string): Log {
-  return pino({
+export function createLogger(level: string, destination?: DestinationStream): Log {
+  const options: pino.LoggerOptions = {
     level,
     base: { service: "signalbox" },
     // Every line written while handling a request carries its id, whichever module logs it.
@@ -18,7 +18,9 @@ export function createLogger(level: string): Log {
       return ctx ? { requestId: ctx.requestId } : {};
     },
     redact: { paths: ["*.authorization", "*.secret", "*.secrets", "*.password", "*.payload"], censor: "[redacted]" },
-  });
+  };
+  // A destination (tests capture the log lines) or stdout.
+  return destination ? pino(options, destination) : pino(options);
 }
 
 /** graphile-worker's logger, routed into ours. */

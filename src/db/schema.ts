@@ -220,6 +220,7 @@ export const notifications = signalbox.table(
     status: text("status").notNull().default("pending"),
     attempts: integer("attempts").notNull().default(0),
     lastError: text("last_error"),
+    /** When the event occurs (its `occurred_at`): the wait's opening, or a reminder's due time. */
     createdAt: tz("created_at").notNull().defaultNow(),
   },
   (t) => [

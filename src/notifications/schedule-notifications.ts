@@ -21,11 +21,13 @@ export async function scheduleNotifications(tx: Tx, plan: NotifyPlan): Promise<v
   const now = Date.now();
   const due = [
     { type: "signal.waiting", at: null as Date | null },
-    ...(plan.timeoutAt ? plan.remindersS.map((s) => ({ type: "signal.reminder", at: new Date(plan.timeoutAt!.getTime() - s * 1000) })) : []),
+    // The same reminder twice would be one event sent twice.
+    ...(plan.timeoutAt ? [...new Set(plan.remindersS)].map((s) => ({ type: "signal.reminder", at: new Date(plan.timeoutAt!.getTime() - s * 1000) })) : []),
   ].filter((n) => n.at === null || n.at.getTime() > now);
   for (const n of due) {
     const id = newId("nt");
-    await tx.insert(notifications).values({ id, waitId: plan.waitId, type: n.type, url: plan.notifyUrl });
+    // created_at is the event's occurred_at: a reminder occurs when it falls due, not when the wait opened.
+    await tx.insert(notifications).values({ id, waitId: plan.waitId, type: n.type, url: plan.notifyUrl, ...(n.at ? { createdAt: n.at } : {}) });
     await addJob(tx, "deliver_notification", { id }, { jobKey: jobKeys.notify(id), ...(n.at ? { runAt: sql`${n.at.toISOString()}::timestamptz` } : {}) });
   }
 }

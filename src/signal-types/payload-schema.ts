@@ -1,4 +1,5 @@
 import { Ajv2020, type ErrorObject, type ValidateFunction } from "ajv/dist/2020.js";
+import addFormats from "ajv-formats";
 import type { ValidationIssue } from "../core/errors.ts";
 import { escapePointer } from "../core/json-pointer.ts";
 
@@ -7,20 +8,36 @@ const MAX_SCHEMA_BYTES = 64 * 1024;
 const MAX_SCHEMA_DEPTH = 32;
 export const MAX_VALIDATION_ERRORS = 20;
 
-function newAjv(): Ajv2020 {
-  return new Ajv2020({
+/**
+ * Fail closed: an unknown keyword (a typo such as `maxLenght`) or an unknown `format` is refused
+ * at declaration rather than silently ignored, and known formats are checked. The other strict
+ * checks stay off so ordinary client schemas (union types, `required` without `properties`,
+ * loose tuples) still pass. `lax` only serves schemas stored before this policy (see below).
+ */
+function newAjv(lax = false): Ajv2020 {
+  const ajv = new Ajv2020({
     allErrors: true,
     strict: false,
+    strictSchema: !lax,
+    strictNumbers: true,
+    strictTypes: false,
+    strictTuples: false,
+    strictRequired: false,
     $data: false,
     addUsedSchema: false,
     loadSchema: undefined,
-    validateFormats: false,
+    validateFormats: true,
     // Compile `pattern` with the `u` flag; catastrophic patterns are refused at declaration.
     unicodeRegExp: true,
+    logger: false,
   });
+  // "fast" mode: the formats' own regular expressions are the simple, linear ones.
+  addFormats.default(ajv, { mode: "fast" });
+  return ajv;
 }
 
 const ajv = newAjv();
+let laxAjv: Ajv2020 | undefined;
 const cache = new Map<string, ValidateFunction>();
 
 /** Checks a schema at declaration; returns the problems (empty when it is usable). */
@@ -50,7 +67,13 @@ export function payloadValidator(schema: unknown): ValidateFunction | null {
   const key = JSON.stringify(schema);
   let fn = cache.get(key);
   if (!fn) {
-    fn = ajv.compile(schema as object);
+    try {
+      fn = ajv.compile(schema as object);
+    } catch {
+      // Declared before unknown keywords and formats were refused: validate as it was then
+      // (unknown keywords ignored) rather than fail every signal of the type with a 500.
+      fn = (laxAjv ??= newAjv(true)).compile(schema as object);
+    }
     if (cache.size > 1000) cache.clear();
     cache.set(key, fn);
   }
@@ -83,25 +106,72 @@ function depthOf(value: unknown, depth = 0): number {
   return max;
 }
 
-// Nested quantifiers such as (a+)+, (a*)*, (a|a)+ can backtrack exponentially; refuse them.
-const NESTED_QUANTIFIER = /\((?:[^()\\]|\\.)*[+*}](?:[^()\\]|\\.)*\)\s*(?:[+*]|\{\d+,?\d*\})/;
-const QUANTIFIED_ALTERNATION = /\((?:[^()\\]|\\.)*\|(?:[^()\\]|\\.)*\)\s*(?:[+*]|\{\d+,\d*\})/;
+const MAX_PATTERN_CHARS = 1000;
+
+function unsafePattern(source: string): string | null {
+  if (source.length > MAX_PATTERN_CHARS) return `pattern is too long (max ${MAX_PATTERN_CHARS} characters)`;
+  if (hasNestedRepetition(source)) return "pattern has nested or alternated quantifiers that can backtrack catastrophically";
+  return null;
+}
+
+/**
+ * True when a repeated group (`+`, `*` or `{n,m}` after `)`) contains, at any depth, a quantifier
+ * or an alternation: `(a+)+`, `((a)+)+`, `(?:x*y){2,}`, `(a|aa)*`. These are the shapes that
+ * backtrack exponentially (ajv compiles with the `u` flag, so V8's linear fallback never
+ * applies). Escapes and character classes are skipped, so `\(a+\)+` and `[(+)]+` are fine.
+ * Conservative by design: some safe patterns such as `^[a-z]+(-[a-z]+)*$` are refused too.
+ */
+function hasNestedRepetition(source: string): boolean {
+  const groups: boolean[] = []; // per open group: does it contain a quantifier or alternation?
+  let closedRisky = false; // the atom just before this character was a group that was risky
+  const markRisky = () => {
+    if (groups.length > 0) groups[groups.length - 1] = true;
+  };
+  for (let i = 0; i < source.length; i++) {
+    const ch = source[i];
+    const afterGroup = closedRisky;
+    closedRisky = false;
+    if (ch === "\\") {
+      i++; // the escaped character is a literal or a class (\d): never a group or quantifier
+    } else if (ch === "[") {
+      for (i++; i < source.length && source[i] !== "]"; i++) if (source[i] === "\\") i++;
+    } else if (ch === "(") {
+      groups.push(false);
+      if (source[i + 1] === "?") {
+        // (?: (?= (?! (?<= (?<! (?<name>: a group, not a quantifier
+        if (source[i + 2] === "<" && source[i + 3] !== "=" && source[i + 3] !== "!") {
+          const close = source.indexOf(">", i);
+          i = close === -1 ? source.length : close;
+        } else i += source[i + 2] === "<" ? 3 : 2;
+      }
+    } else if (ch === ")") {
+      const risky = groups.pop() ?? false;
+      if (risky) markRisky();
+      closedRisky = risky;
+    } else if (ch === "|") {
+      markRisky();
+    } else if (ch === "+" || ch === "*" || (ch === "{" && /^\{\d+(?:,\d*)?\}/.test(source.slice(i, i + 24)))) {
+      if (afterGroup) return true;
+      markRisky();
+      if (ch === "{") i = source.indexOf("}", i);
+      if (source[i + 1] === "?") i++; // lazy suffix
+    }
+  }
+  return false;
+}
 
 function findUnsafePattern(value: unknown, path: string): ValidationIssue | null {
   if (value === null || typeof value !== "object") return null;
   for (const [k, v] of Object.entries(value)) {
     const here = `${path}/${escapePointer(k)}`;
     if (k === "pattern" && typeof v === "string") {
-      if (v.length > 1000) return { path: here, message: "pattern is too long (max 1000 characters)" };
-      if (NESTED_QUANTIFIER.test(v) || QUANTIFIED_ALTERNATION.test(v)) {
-        return { path: here, message: "pattern has nested or alternated quantifiers that can backtrack catastrophically" };
-      }
+      const problem = unsafePattern(v);
+      if (problem) return { path: here, message: problem };
     }
     if (k === "patternProperties" && v && typeof v === "object") {
       for (const p of Object.keys(v)) {
-        if (NESTED_QUANTIFIER.test(p) || QUANTIFIED_ALTERNATION.test(p)) {
-          return { path: `${here}/${escapePointer(p)}`, message: "pattern can backtrack catastrophically" };
-        }
+        const problem = unsafePattern(p);
+        if (problem) return { path: `${here}/${escapePointer(p)}`, message: problem };
       }
     }
     const inner = findUnsafePattern(v, here);

@@ -28,9 +28,24 @@ export interface SignalIntake {
   body: Uint8Array;
   idempotencyKey?: string;
   credentials: IntakeCredentials;
+  /**
+   * Approval links: the signal may resolve this wait and no other. It is never buffered and
+   * never matched to a later wait of the same name; unless this wait is the run's open one
+   * when the signal is recorded (in that statement, under the run's lock) it is
+   * `rejected_not_waiting`.
+   */
+  expectWaitId?: string;
+  /**
+   * Runs in the intake's transaction just after the run's lock is taken, before anything is
+   * recorded; throwing aborts the intake and nothing is written (approval links claim their
+   * one use here, so the claim commits if and only if the signal's record does).
+   */
+  claim?: (tx: Tx) => Promise<void>;
 }
 
-const utf8 = new TextDecoder("utf-8", { fatal: true });
+// ignoreBOM keeps a leading BOM in the text, where JSON.parse refuses it: the body is JSON
+// exactly as signed, or it is invalid_json (never silently altered).
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
 /**
  * Takes one signal from an external sender: authenticate, parse, validate, then in one
@@ -48,8 +63,13 @@ export async function sendSignal(deps: Pick<Deps, "db" | "secretBox">, input: Si
   const typeAuth = openAuth(deps.secretBox, type);
   const auth = authenticateIntake(typeAuth, input);
   if (!auth.ok) return UNAUTHENTICATED;
+  // A signed webhook-id belongs to the first run it reached, whatever became of it there: a
+  // replay to another run's URL is refused before anything (even a rejection) is recorded.
+  if (auth.webhookId && (await claimWebhookId(deps.db, type.name, auth.webhookId, input.runId, 2 * typeAuth.tolerance_s)) !== input.runId) {
+    return UNAUTHENTICATED;
+  }
   // From here the sender is authenticated: every answer is recorded in the signal log.
-  const unparsed = { runId: input.runId, signal: input.signal, payload: null, payloadHash: null, idempotencyKey: input.idempotencyKey ?? auth.webhookId ?? null };
+  const unparsed = { runId: input.runId, signal: input.signal, payload: null, payloadHash: null, idempotencyKey: auth.webhookId ?? input.idempotencyKey ?? null };
 
   const parsed = parseBody(input.body);
   if ("error" in parsed) return recordRejection(deps, unparsed, "invalid_json", parsed.error);
@@ -63,7 +83,9 @@ export async function sendSignal(deps: Pick<Deps, "db" | "secretBox">, input: Si
     return UNAUTHENTICATED;
   }
 
-  const key = input.idempotencyKey ?? auth.webhookId;
+  // The signed webhook-id, when there is one, is the key: an unsigned Idempotency-Key header
+  // must not turn a replayed delivery into a new signal.
+  const key = auth.webhookId ?? input.idempotencyKey;
   const record: Omit<NewSignal, "id" | "outcome"> = {
     runId: input.runId,
     signal: input.signal,
@@ -76,7 +98,7 @@ export async function sendSignal(deps: Pick<Deps, "db" | "secretBox">, input: Si
   if (problems.length > 0) return recordRejection(deps, record, "rejected_invalid_payload", "the payload does not satisfy the signal type's schema", problems);
 
   const receipt = auth.webhookId ? { webhookId: auth.webhookId, keepS: 2 * typeAuth.tolerance_s } : undefined;
-  return withTransaction(deps.db, (tx) => acceptSignal(tx, type, record, parsed.value, receipt));
+  return withTransaction(deps.db, (tx) => acceptSignal(tx, type, record, parsed.value, receipt, input));
 }
 
 /** Records a rejection that needs no run lock (nothing about the run decided it). */
@@ -99,7 +121,8 @@ async function acceptSignal(
   type: SignalTypeRow,
   record: Omit<NewSignal, "id" | "outcome">,
   payload: unknown,
-  receipt?: { webhookId: string; keepS: number },
+  receipt: { webhookId: string; keepS: number } | undefined,
+  only: Pick<SignalIntake, "expectWaitId" | "claim">,
 ): Promise<IntakeAnswer> {
   // A signed message id is good for one run only: replayed to another run's URL it is refused
   // (before anything is written); replayed to the same run it is a duplicate, found below.
@@ -108,6 +131,7 @@ async function acceptSignal(
   }
   const run = await lockRun(tx, record.runId);
   await debugPoint("send-signal:locked", record.runId); // tests: hold the run lock while a timeout tries
+  if (only.claim) await only.claim(tx);
   if (record.idempotencyKey) {
     const earlier = await findAcceptedByKey(tx, record.runId, record.signal, record.idempotencyKey);
     if (earlier) {
@@ -120,7 +144,9 @@ async function acceptSignal(
   if (run.status === "cancelled") return reject(tx, record, "rejected_not_active", `run '${record.runId}' is cancelled`);
 
   const id = newId("sg");
-  const taken = await insertIncomingSignal(tx, { ...record, id, outcome: "received" }, type.bufferTtlS);
+  // A signal meant for one wait is never buffered: a buffered one would settle a later wait.
+  const bufferTtlS = only.expectWaitId === undefined ? type.bufferTtlS : 0;
+  const taken = await insertIncomingSignal(tx, { ...record, id, outcome: "received" }, bufferTtlS, only.expectWaitId);
   if (!taken) return reject(tx, record, "rejected_not_waiting", `run '${record.runId}' has no open wait for signal '${record.signal}'`);
   if (taken.outcome === "buffered") {
     await recordEvent(tx, { runId: record.runId, type: "signal.buffered", signalId: id, data: { signal: record.signal, sequence: taken.sequence } });
@@ -169,8 +195,12 @@ function checkPayload(type: SignalTypeRow, value: unknown): ValidationIssue[] {
   }
   const unsafe = findUnstorableString(value, "");
   if (unsafe !== null) issues.push({ path: unsafe, message: "must not contain \\u0000 or unpaired UTF-16 surrogates" });
-  return issues.slice(0, 20);
+  // A pointer names the offending key, which may itself hold NUL or a lone surrogate: make it
+  // storable (validation_errors is jsonb) and printable.
+  return issues.slice(0, 20).map((i) => ({ path: storable(i.path), message: storable(i.message) }));
 }
+
+const storable = (s: string) => s.replace(/\u0000/g, "\uFFFD").toWellFormed();
 
 /** Postgres cannot store NUL in text or jsonb, and lone surrogates break jsonb and UTF-8 consumers. */
 function findUnstorableString(value: unknown, path: string): string | null {

@@ -121,13 +121,15 @@ export interface IncomingSignal {
  * Records a signal against the run's open wait for its name (received) or, with no open wait
  * and `bufferTtlS` > 0, as buffered; either way with the run's next sequence number, in one
  * statement. Returns undefined (nothing written) when there is no open wait and no buffering.
- * The caller holds the run's lock, so the open wait cannot change underneath.
+ * With `onlyWaitId`, only that wait counts as the open one (any other open wait of the name is
+ * as good as none). The caller holds the run's lock, so the open wait cannot change underneath.
  */
-export async function insertIncomingSignal(q: Queryable, s: NewSignal, bufferTtlS: number): Promise<IncomingSignal | undefined> {
+export async function insertIncomingSignal(q: Queryable, s: NewSignal, bufferTtlS: number, onlyWaitId?: string): Promise<IncomingSignal | undefined> {
   const [row] = await q.execute<{ sequence: string | number; outcome: "received" | "buffered"; wait_id: string | null; quorum: IncomingSignal["quorum"] }>(sql`
     with w as (
       select id, quorum from signalbox.waits
       where run_id = ${s.runId}::text and signal = ${s.signal}::text and status = 'waiting'
+        and (${onlyWaitId ?? null}::text is null or id = ${onlyWaitId ?? null}::text)
     ), r as (
       update signalbox.runs set last_sequence = last_sequence + 1
       where run_id = ${s.runId}::text and (exists (select 1 from w) or ${bufferTtlS}::int > 0)

@@ -3,7 +3,9 @@ import { randomBytes } from "node:crypto";
 import { serve, type ServerType } from "@hono/node-server";
 import postgres from "postgres";
 import { inject } from "vitest";
+import type { Writable } from "node:stream";
 import { createApp } from "../../src/app.ts";
+import { parseSecretKey, SecretBox } from "../../src/auth/secret-box.ts";
 import { loadConfig, type Config } from "../../src/config.ts";
 import type { Deps } from "../../src/core/context.ts";
 import { createLogger } from "../../src/core/logger.ts";
@@ -16,6 +18,8 @@ import { TEMPLATE_DB, withDatabase } from "./global-setup.ts";
 
 export const API_KEY = "test-management-key";
 export const CALLBACK_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+/** The approval-link key ring every test app uses unless `env` gives SIGNALBOX_LINK_KEYS. */
+export const LINK_KEYS = "test-k1:test-link-key-one-0123456789abcdefghijkl";
 
 /** A fresh database cloned from the migrated template; dropped by the returned function. */
 export async function createTestDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
@@ -60,6 +64,8 @@ export interface TestAppOptions {
   worker?: boolean;
   /** Reuse an existing database (a second "process" on the same database). */
   databaseUrl?: string;
+  /** Where log lines go (default stdout); with `env.LOG_LEVEL` a test can read every line written. */
+  logStream?: Writable;
 }
 
 /** The whole service on a real socket and a real database, as main.ts builds it. */
@@ -68,15 +74,28 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
   const config = loadConfig({
     SIGNALBOX_API_KEYS: API_KEY,
     SIGNALBOX_CALLBACK_SECRET: CALLBACK_SECRET,
+    SIGNALBOX_LINK_KEYS: LINK_KEYS,
     SIGNALBOX_DELIVERY_BACKOFF_S: "0.05",
     SIGNALBOX_POLL_INTERVAL_MS: "100",
     SIGNALBOX_WORKER_STALE_S: "2",
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "silent",
     ...opts.env,
   });
-  const log = createLogger(config.LOG_LEVEL);
+  const log = createLogger(config.LOG_LEVEL, opts.logStream);
   const database = openDatabase(db.url, { max: config.SIGNALBOX_DB_POOL_SIZE });
-  const deps: Deps = { db: database.db, config, log, secrets: { apiKeys: config.SIGNALBOX_API_KEYS, callbackSecret: callbackKey(CALLBACK_SECRET) } };
+  // As main.ts: signing secrets are encrypted at rest when a key is configured.
+  const secretBox = config.SIGNALBOX_SECRET_KEY ? new SecretBox(parseSecretKey(config.SIGNALBOX_SECRET_KEY)) : undefined;
+  const deps: Deps = {
+    db: database.db,
+    config,
+    log,
+    secrets: {
+      apiKeys: config.SIGNALBOX_API_KEYS,
+      callbackSecret: callbackKey(CALLBACK_SECRET),
+      linkKeys: config.SIGNALBOX_LINK_KEYS.map((k) => ({ kid: k.kid, secret: Buffer.from(k.secret, "utf8") })),
+    },
+    ...(secretBox ? { secretBox } : {}),
+  };
   const changes = new ChangeFeed();
   await changes.listen(database.sql, log);
   const worker =

@@ -13,6 +13,7 @@ describe("openapi/openapi.json", () => {
     expect(ids.every((id) => id && /^[a-z][A-Za-z0-9]+$/.test(id))).toBe(true);
     expect(new Set(ids).size).toBe(ids.length);
     const params = Object.keys(doc.paths).flatMap((p) => [...p.matchAll(/\{([^}]+)\}/g)].map((m) => m[1]));
-    expect(new Set(params)).toEqual(new Set(["run", "signal", "name", "id"]));
+    // `token`: the signed approval link in /approvals/{token} (API.md gives links as opaque URLs).
+    expect(new Set(params)).toEqual(new Set(["run", "signal", "name", "id", "token"]));
   });
 });
