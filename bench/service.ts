@@ -1,0 +1,110 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import net from "node:net";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+const MAX_ECHOED_LINES = 40;
+
+export interface Service {
+  baseUrl: string;
+  pid: number;
+  /** Output lines the service wrote (at LOG_LEVEL=warn: warnings and errors only). */
+  lines: string[];
+  /** Rejects if the process exits before stop() is called. */
+  exited: Promise<never>;
+  stop(): Promise<void>;
+}
+
+/**
+ * signalbox as its own process (`node src/main.ts`), so the load generator does not share its
+ * event loop. Migrations run at start; resolves once /readyz answers 200.
+ */
+export async function startService(env: Record<string, string>): Promise<Service> {
+  const port = await freePort();
+  const child: ChildProcess = spawn(process.execPath, ["src/main.ts"], {
+    cwd: ROOT,
+    env: { ...process.env, ...env, PORT: String(port) },
+    stdio: ["ignore", "pipe", "pipe"],
+    // Its own process group: a Ctrl-C in the terminal reaches the bench, which stops it in order.
+    detached: true,
+  });
+  const lines: string[] = [];
+  let suppressed = 0;
+  const onData = (d: Buffer) => {
+    for (const line of d.toString("utf8").split("\n")) {
+      if (!line.trim()) continue;
+      lines.push(line);
+      if (lines.length <= MAX_ECHOED_LINES) process.stderr.write(`  [signalbox] ${line}\n`);
+      else if (++suppressed === 1) process.stderr.write(`  [signalbox] (further output suppressed; see the count at the end)\n`);
+    }
+  };
+  child.stdout!.on("data", onData);
+  child.stderr!.on("data", onData);
+
+  let stopping = false;
+  const closed = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  const exited = closed.then((code): Promise<never> => {
+    if (stopping) return new Promise<never>(() => {});
+    throw new Error(`signalbox exited unexpectedly (code ${code})${lines.length ? `:\n${lines.slice(-20).join("\n")}` : ""}`);
+  });
+  exited.catch(() => {}); // observed by whoever races it; never an unhandled rejection
+
+  const stop = async () => {
+    if (stopping || child.exitCode !== null || child.signalCode !== null) return;
+    stopping = true;
+    child.kill("SIGTERM");
+    const timer = setTimeout(() => child.kill("SIGKILL"), 12_000);
+    await closed;
+    clearTimeout(timer);
+  };
+
+  const baseUrl = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 90_000;
+  for (;;) {
+    if (child.exitCode !== null) await exited;
+    try {
+      const res = await fetch(`${baseUrl}/readyz`);
+      await res.body?.cancel();
+      if (res.status === 200) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) {
+      await stop();
+      throw new Error(`signalbox did not become ready within 90 s:\n${lines.slice(-20).join("\n")}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return { baseUrl, pid: child.pid!, lines, exited, stop };
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** A minimal JSON client for the management API and intake. */
+export function apiClient(baseUrl: string, token: string) {
+  return async function request<T = unknown>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
+    const res = await fetch(baseUrl + path, {
+      method,
+      headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.text();
+    let parsed: unknown = text;
+    try {
+      parsed = text ? JSON.parse(text) : null;
+    } catch {
+      // keep the text
+    }
+    return { status: res.status, body: parsed as T };
+  };
+}
