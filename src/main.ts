@@ -12,6 +12,7 @@ import { openDatabase } from "./db/client.ts";
 import type { EmbeddedDatabase } from "./db/embedded.ts";
 import { migrateDatabase } from "./db/migrate.ts";
 import { loadSignalTypesFile } from "./signal-types/load-signal-types-file.ts";
+import { SignalTypeCache } from "./signal-types/signal-type-cache.ts";
 import { ChangeFeed } from "./events/change-feed.ts";
 import { startWorker } from "./worker/runner.ts";
 
@@ -44,7 +45,9 @@ async function main() {
   const secretBox = config.SIGNALBOX_SECRET_KEY ? new SecretBox(parseSecretKey(config.SIGNALBOX_SECRET_KEY)) : undefined;
   if (!secretBox) log.warn("SIGNALBOX_SECRET_KEY is not set: signing secrets are stored unencrypted in the database");
   const metrics = createMetrics({ defaultMetrics: true });
-  const deps = { db: database.db, config, log, secrets, secretBox, metrics };
+  const signalTypeCache = new SignalTypeCache();
+  await signalTypeCache.listen(database.sql);
+  const deps = { db: database.db, config, log, secrets, secretBox, metrics, signalTypeCache };
   if (config.SIGNALBOX_SIGNAL_TYPES_FILE) {
     const names = await loadSignalTypesFile(deps, config.SIGNALBOX_SIGNAL_TYPES_FILE, process.env);
     log.info({ signalTypes: names }, "signal types declared from file");
@@ -98,6 +101,7 @@ async function main() {
     await closeServer(server);
     await worker.stop();
     await changes.close();
+    await signalTypeCache.close();
     await database.close();
     await embedded?.stop();
     log.info("stopped");

@@ -1,5 +1,6 @@
 import type { SecretBox } from "../auth/secret-box.ts";
 import type { Config } from "../config.ts";
+import type { SignalTypeCache } from "../signal-types/signal-type-cache.ts";
 import type { Db, Tx } from "../db/client.ts";
 import type { Log } from "./logger.ts";
 import type { Metrics } from "./metrics.ts";
@@ -14,6 +15,8 @@ export interface Deps {
   /** Encrypts signing secrets at rest; absent when SIGNALBOX_SECRET_KEY is not set. */
   secretBox?: SecretBox;
   metrics?: Metrics;
+  /** Signal types kept in memory, dropped on change (absent: read from the database each time). */
+  signalTypeCache?: SignalTypeCache;
 }
 
 /** An approval-link signing key: the first of the ring signs, all verify (by `kid`). */

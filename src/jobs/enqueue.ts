@@ -30,12 +30,18 @@ export async function addJob(tx: Queryable, task: TaskName, payload: Record<stri
   if (!rows[0]?.id) throw Object.assign(new Error("add_job returned no job"), { code: "40001" });
 }
 
-/** Enqueues one job per id (set-based: one statement for any number of waits). */
+/**
+ * Enqueues one job per id through one `add_jobs` call: one statement and one NOTIFY for any
+ * number of waits (a burst of 10,000 timeouts queues its callbacks in a few batches).
+ */
 export async function addJobsForIds(tx: Queryable, task: TaskName, ids: string[], keyPrefix: string) {
   if (ids.length === 0) return;
   await tx.execute(sql`
-    select graphile_worker.add_job(${task}::text, json_build_object('id', ids.id), job_key := ${keyPrefix}::text || ids.id)
-    from json_array_elements_text(${JSON.stringify(ids)}::json) as ids(id)`);
+    select count(*) from graphile_worker.add_jobs(array(
+      select json_populate_record(null::graphile_worker.job_spec,
+        json_build_object('identifier', ${task}::text, 'payload', json_build_object('id', ids.id),
+                          'job_key', ${keyPrefix}::text || ids.id, 'max_attempts', 25))
+      from json_array_elements_text(${JSON.stringify(ids)}::json) as ids(id)))`);
 }
 
 /**

@@ -6,7 +6,7 @@ import { toSignalTypeResource, type SignalTypeInput, type SignalTypeResource } f
 import { deleteSignalType, findSignalType, upsertSignalType } from "./signal-types.queries.ts";
 
 export async function declareSignalType(
-  deps: Pick<Deps, "db" | "secretBox">,
+  deps: Pick<Deps, "db" | "secretBox" | "signalTypeCache">,
   name: string,
   input: SignalTypeInput,
 ): Promise<{ signalType: SignalTypeResource; created: boolean }> {
@@ -31,6 +31,7 @@ export async function declareSignalType(
       remindersS: input.reminders_s ?? [],
     }),
   );
+  deps.signalTypeCache?.forget(name);
   return { signalType: toSignalTypeResource(row), created };
 }
 
@@ -40,6 +41,7 @@ export async function getSignalType(deps: Pick<Deps, "db">, name: string): Promi
   return toSignalTypeResource(row);
 }
 
-export async function removeSignalType(deps: Pick<Deps, "db">, name: string): Promise<void> {
+export async function removeSignalType(deps: Pick<Deps, "db" | "signalTypeCache">, name: string): Promise<void> {
   if (!(await deleteSignalType(deps.db, name))) throw new NotFoundError(`no signal type named '${name}'`);
+  deps.signalTypeCache?.forget(name);
 }

@@ -53,6 +53,8 @@ export function checkSchema(schema: unknown): ValidationIssue[] {
   if (unsafe) return [unsafe];
   const refs = findRemoteRef(schema, "/schema");
   if (refs) return [refs];
+  const unique = findQuadraticUniqueItems(schema, "/schema");
+  if (unique) return [unique];
   try {
     newAjv().compile(schema as object);
     return [];
@@ -175,6 +177,39 @@ function findUnsafePattern(value: unknown, path: string): ValidationIssue | null
       }
     }
     const inner = findUnsafePattern(v, here);
+    if (inner) return inner;
+  }
+  return null;
+}
+
+const SCALAR_TYPES = new Set(["string", "number", "integer", "boolean", "null"]);
+
+/** Keywords whose value maps names to schemas (a key there is a name, not a keyword). */
+const NAME_MAPS = new Set(["properties", "patternProperties", "$defs", "definitions", "dependentSchemas"]);
+/** Keywords whose value is data, not schema. */
+const DATA_KEYWORDS = new Set(["enum", "const", "examples", "default"]);
+
+/**
+ * `uniqueItems: true` compares every pair of items (quadratic: 10 000 objects take seconds, a
+ * 1 MiB body minutes) unless `items` declares scalar types, where ajv uses a hash. `maxItems`
+ * does not bound it: with allErrors every keyword runs. So it is allowed only over scalar
+ * items, or over a closed tuple (prefixItems with items: false).
+ */
+function findQuadraticUniqueItems(value: unknown, path: string, inNameMap = false): ValidationIssue | null {
+  if (value === null || typeof value !== "object") return null;
+  const o = value as Record<string, unknown>;
+  if (!inNameMap && !Array.isArray(o) && o.uniqueItems === true) {
+    const items = o.items as { type?: unknown } | boolean | undefined;
+    const types = items && typeof items === "object" ? (Array.isArray(items.type) ? items.type : [items.type]) : [];
+    const scalar = types.length > 0 && types.every((t) => typeof t === "string" && SCALAR_TYPES.has(t));
+    const closedTuple = items === false && Array.isArray(o.prefixItems);
+    if (!scalar && !closedTuple) {
+      return { path: `${path}/uniqueItems`, message: "uniqueItems needs items of a scalar type (string, number, integer, boolean, null): comparing objects or arrays is quadratic" };
+    }
+  }
+  for (const [k, v] of Object.entries(o)) {
+    if (!inNameMap && DATA_KEYWORDS.has(k)) continue;
+    const inner = findQuadraticUniqueItems(v, `${path}/${escapePointer(k)}`, !inNameMap && NAME_MAPS.has(k));
     if (inner) return inner;
   }
   return null;

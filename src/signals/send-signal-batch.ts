@@ -10,7 +10,7 @@ export interface BatchItem {
 }
 
 /** Each item goes through the same intake as a single signal (its own transaction), in order. */
-export async function sendSignalBatch(deps: Pick<Deps, "db">, items: BatchItem[]): Promise<Array<IntakeAnswer & { status: number }>> {
+export async function sendSignalBatch(deps: Pick<Deps, "db" | "secretBox" | "signalTypeCache">, items: BatchItem[]): Promise<Array<IntakeAnswer & { status: number }>> {
   const results: Array<IntakeAnswer & { status: number }> = [];
   for (const item of items) {
     const answer = await sendSignal(deps, {

@@ -11,7 +11,7 @@ import { lockRun } from "../runs/runs.queries.ts";
 import { escapePointer, valueAt } from "../core/json-pointer.ts";
 import { validatePayload } from "../signal-types/payload-schema.ts";
 import type { SignalAuth, SignalTypeRow } from "../signal-types/signal-type.ts";
-import { findSignalType } from "../signal-types/signal-types.queries.ts";
+import { loadSignalType } from "../signal-types/signal-type-cache.ts";
 import { resolveWaits } from "../waits/resolve-waits.ts";
 import { authenticateIntake, type IntakeCredentials } from "./authenticate-intake.ts";
 import type { IntakeAnswer } from "./signal-outcome.ts";
@@ -51,8 +51,8 @@ const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
  * Takes one signal from an external sender: authenticate, parse, validate, then in one
  * transaction under the run's lock resolve the open wait (or buffer, or reject) and record it.
  */
-export async function sendSignal(deps: Pick<Deps, "db" | "secretBox">, input: SignalIntake): Promise<IntakeAnswer> {
-  const type = await findSignalType(deps.db, input.signal);
+export async function sendSignal(deps: Pick<Deps, "db" | "secretBox" | "signalTypeCache">, input: SignalIntake): Promise<IntakeAnswer> {
+  const type = await loadSignalType(deps, input.signal);
   if (!type) {
     // API.md: 404 for an unknown type. Only a management caller is authenticated, so only its
     // attempt is worth a line in the signal log.

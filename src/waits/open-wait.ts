@@ -1,13 +1,14 @@
-import { and, asc, eq, gt, inArray, isNull, sql } from "drizzle-orm";
+import { and, asc, eq, getTableColumns, gt, inArray, isNull, sql } from "drizzle-orm";
 import { withTransaction, type Deps } from "../core/context.ts";
 import { BadRequestError, ConflictError, NotFoundError } from "../core/errors.ts";
 import { newId } from "../core/ids.ts";
 import type { Tx } from "../db/client.ts";
-import { signals, signalTypes, waits } from "../db/schema.ts";
+import { signals, waits } from "../db/schema.ts";
 import { recordEvents } from "../events/events.queries.ts";
 import { addJob, jobKeys } from "../jobs/enqueue.ts";
 import { scheduleNotifications } from "../notifications/schedule-notifications.ts";
 import { lockRun } from "../runs/runs.queries.ts";
+import { loadSignalType } from "../signal-types/signal-type-cache.ts";
 import { checkSensorTarget } from "../sensors/sensor-target.ts";
 import type { SensorSpec } from "../sensors/sensor-spec.ts";
 import { nextCronTime, type TimerSpec } from "../timers/timer-spec.ts";
@@ -50,7 +51,7 @@ interface Planned {
  * end it: timeout, timer, sensor poll, notifications. A signal buffered for this run and name
  * is consumed at once (oldest first), so the new wait may already be `received`.
  */
-export async function openWait(deps: Pick<Deps, "db" | "config">, input: OpenWaitInput): Promise<{ wait: WaitResource; created: boolean }> {
+export async function openWait(deps: Pick<Deps, "db" | "config" | "signalTypeCache">, input: OpenWaitInput): Promise<{ wait: WaitResource; created: boolean }> {
   const parentId = newId("wt");
   const members = input.all ?? input.any ?? [];
   const plan: Planned[] = [input, ...members].map((spec, i) => ({
@@ -65,7 +66,7 @@ export async function openWait(deps: Pick<Deps, "db" | "config">, input: OpenWai
   for (const p of plan) if (p.spec.sensor) await checkSensorTarget(p.spec.sensor.url, deps.config.SIGNALBOX_SENSOR_ALLOW);
 
   const externals = plan.filter((p) => p.kind === "external").map((p) => p.spec.signal);
-  const types = externals.length === 0 ? [] : await deps.db.select().from(signalTypes).where(inArray(signalTypes.name, externals));
+  const types = (await Promise.all(externals.map((name) => loadSignalType(deps, name)))).filter((t) => t !== undefined);
   const missing = externals.find((name) => !types.some((t) => t.name === name));
   if (missing) throw new NotFoundError(`no signal type named '${missing}'`);
 
@@ -100,32 +101,36 @@ export async function openWait(deps: Pick<Deps, "db" | "config">, input: OpenWai
           quorum: p.spec.quorum ?? null,
         })),
       )
-      .returning({ id: waits.id, timeoutAt: waits.timeoutAt, overdue: sql<boolean>`${waits.timeoutAt} <= now()` });
+      .returning({ ...getTableColumns(waits), overdue: sql<boolean>`${waits.timeoutAt} <= now()` });
     await recordEvents(tx, plan.map((p) => ({ runId: input.runId, type: "signal.waiting", waitId: p.id, data: { signal: p.spec.signal, kind: p.kind } })));
 
     // Members first: a member consuming a buffered signal may settle the parent at once.
+    let resolvedAny = false;
     for (const p of [...plan.slice(1), plan[0]!]) {
       const row = inserted.find((r) => r.id === p.id)!;
-      await armWait(tx, p, row);
+      // A composite's parent may have been settled by its members: look before arming it.
+      if (plan.length > 1 && (await findWait(tx, p.id))?.status !== "waiting") continue;
+      resolvedAny = (await armWait(tx, p, input.runId, row)) || resolvedAny;
       const type = types.find((t) => t.name === p.spec.signal);
       if (type) await scheduleNotifications(tx, { waitId: p.id, timeoutAt: row.timeoutAt, notifyUrl: type.notifyUrl, remindersS: type.remindersS });
     }
-    return { wait: toWaitResource((await findWait(tx, parentId))!), created: true };
+    const parent = inserted.find((r) => r.id === parentId)!;
+    const wait = resolvedAny || plan.length > 1 ? (await findWait(tx, parentId))! : { ...parent, result: null };
+    return { wait: toWaitResource(wait), created: true };
   });
 }
 
-/** Sets up what will end one new wait, unless it already ended (a member settled its parent). */
-async function armWait(tx: Tx, p: Planned, row: { timeoutAt: Date | null; overdue: boolean }) {
-  const current = await findWait(tx, p.id);
-  if (current?.status !== "waiting") return;
-  if (p.kind === "external" && (await consumeBufferedSignal(tx, current.runId, p.spec.signal, p.id))) return;
+/** Sets up what will end one new wait; returns true when it ended at once (buffered signal, past deadline). */
+async function armWait(tx: Tx, p: Planned, runId: string, row: { timeoutAt: Date | null; overdue: boolean }): Promise<boolean> {
+  if (p.kind === "external" && (await consumeBufferedSignal(tx, runId, p.spec.signal, p.id))) return true;
   if (row.timeoutAt && row.overdue) {
     await resolveWaits(tx, sql`id = ${p.id}::text`, { status: "timed_out", event: "signal.timeout" });
-    return;
+    return true;
   }
   if (row.timeoutAt) await addJob(tx, "expire_wait", { id: p.id }, { runAt: at(row.timeoutAt), jobKey: jobKeys.expire(p.id) });
   if (p.firesAt) await addJob(tx, "fire_timer", { id: p.id }, { runAt: at(p.firesAt), jobKey: jobKeys.timer(p.id) });
   if (p.kind === "sensor") await addJob(tx, "poll_sensor", { id: p.id }, { jobKey: jobKeys.sensor(p.id) });
+  return false;
 }
 
 const at = (d: Date) => sql`${d.toISOString()}::timestamptz`;

@@ -44,7 +44,9 @@ export async function startWorker(deps: TaskDeps, opts: WorkerOptions): Promise<
     logger: workerLogger(deps.log),
     taskList: taskList(deps),
     parsedCronItems: [], // no crontab: the sweep schedules itself
-    preset: { worker: { completeJobBatchDelay: 0, failJobBatchDelay: 0 } },
+    // The local queue fetches jobs in batches (fewer get_job round trips under load); jobs it
+    // holds when a process dies are released by the sweep like any other locked job.
+    preset: { worker: { completeJobBatchDelay: 0, failJobBatchDelay: 0, localQueue: { size: opts.concurrency * 2 } } },
   });
 
   let stopped = false;

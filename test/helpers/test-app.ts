@@ -12,6 +12,7 @@ import { createLogger } from "../../src/core/logger.ts";
 import { openDatabase, type Database } from "../../src/db/client.ts";
 import { callbackKey } from "../../src/delivery/sign-webhook.ts";
 import { ChangeFeed } from "../../src/events/change-feed.ts";
+import { SignalTypeCache } from "../../src/signal-types/signal-type-cache.ts";
 import { closeServer } from "../../src/http/close-server.ts";
 import { startWorker, type Worker } from "../../src/worker/runner.ts";
 import { TEMPLATE_DB, withDatabase } from "./global-setup.ts";
@@ -95,7 +96,9 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
       linkKeys: config.SIGNALBOX_LINK_KEYS.map((k) => ({ kid: k.kid, secret: Buffer.from(k.secret, "utf8") })),
     },
     ...(secretBox ? { secretBox } : {}),
+    signalTypeCache: new SignalTypeCache(),
   };
+  await deps.signalTypeCache!.listen(database.sql);
   const changes = new ChangeFeed();
   await changes.listen(database.sql, log);
   const worker =
@@ -136,6 +139,7 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
       await closeServer(server);
       await worker?.stop();
       await changes.close();
+      await deps.signalTypeCache!.close();
       await database.close();
       await db.drop();
     },
