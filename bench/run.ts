@@ -34,6 +34,7 @@ const POOL_SIZE = Number(env.SIGNALBOX_DB_POOL_SIZE ?? 8);
 const RESUME_RATE = 200;
 const RESUME_MS = PHASE_MS;
 const TIMER_WAITS = Number(env.BENCH_TIMER_WAITS ?? 10_000);
+const WAKE_SAMPLES = Number(env.BENCH_WAKE_SAMPLES ?? 200);
 const API_KEY = `bench_${randomBytes(12).toString("hex")}`;
 const SIGNAL = "bench";
 
@@ -333,6 +334,31 @@ async function main() {
       (dMissing ? `; ${dMissing} callbacks missing after 60 s` : ""),
   );
 
+  // ---- cross-process wake-up: a long-poll held on process B, the signal sent to process A ----
+  log("cross-process wake-up: starting a second signalbox on the same database");
+  const serviceB: Service = await startService({
+    SIGNALBOX_DATA_DIR: path.join(workDir, "signalbox-b"),
+    ...passThrough,
+    DATABASE_URL: appDb.url,
+    SIGNALBOX_API_KEYS: API_KEY,
+    SIGNALBOX_CALLBACK_SECRET: `whsec_${randomBytes(32).toString("base64")}`,
+    LOG_LEVEL: env.BENCH_SIGNALBOX_LOG_LEVEL ?? "warn",
+  });
+  cleanups.push(() => serviceB.stop());
+  const apiB = apiClient(serviceB.baseUrl, API_KEY);
+  const wakeMs: number[] = [];
+  for (let i = 0; i < WAKE_SAMPLES; i++) {
+    const id = await openWait(`x-${i}`, {});
+    const held = apiB("GET", `/waits/${id}?wait_s=30`).then(() => now());
+    await new Promise((r) => setTimeout(r, 20)); // let B register the poll
+    await sendSignal(`x-${i}`, {});
+    const accepted = now();
+    wakeMs.push((await held) - accepted);
+  }
+  const wake = summarize(wakeMs);
+  log(`cross-process wake-up (202 on A → long-poll answered on B): ${describeLatency(wake)}`);
+  await serviceB.stop();
+
   // ---- timer lag: TIMER_WAITS waits timing out at one instant ----
   const openEstimateMs = (TIMER_WAITS / Math.max(1, waitsRate)) * 1000;
   const leadMs = Math.max(15_000, openEstimateMs * 1.25 + 5000);
@@ -379,7 +405,9 @@ async function main() {
   const verdict = (ok: boolean) => (ok ? "PASS" : "FAIL");
   const signalsOk = signalsRate / tps >= TARGETS.signalsRatio;
   const resumeOk = resumeLat.p99 <= TARGETS.resumeP99Ms && dMissing === 0;
-  const timerOk = timerLag.p99 <= TARGETS.timerP99Ms && tMissing === 0;
+  // The target is on the fire time (the wait's resolved_at), the issue's "fire time minus
+  // deadline"; the callback arrival adds delivery, shown on its own row.
+  const timerOk = firedLag.p99 <= TARGETS.timerP99Ms && firedLag.count === tWaitIds.length;
   const lat = (s: Summary) => `p50 ${fmtMs(s.p50)} / p99 ${fmtMs(s.p99)} / max ${fmtMs(s.max)}`;
 
   const cpus = os.cpus();
@@ -416,8 +444,9 @@ async function main() {
         [`resume latency, 202 → callback @ ${RESUME_RATE}/s`, lat(resumeLat), "", `p99 <= ${TARGETS.resumeP99Ms} ms`, verdict(resumeOk)],
         [`resume latency, sent → callback @ ${RESUME_RATE}/s`, lat(resumeSent), "", "", ""],
         [`resume latency, 202 → callback @ ${RESUME_RATE / 10}/s (no queueing)`, lat(lowLat), "", "", ""],
-        [`timer lag, callback − deadline (${TIMER_WAITS} at once)`, lat(timerLag), "", `p99 <= ${fmtMs(TARGETS.timerP99Ms)}`, verdict(timerOk)],
-        ["timer fire lag, resolved_at − deadline (DB)", lat(firedLag), "", "", ""],
+        [`timer lag, fired (resolved_at) − deadline (${TIMER_WAITS} at once)`, lat(firedLag), "", `p99 <= ${fmtMs(TARGETS.timerP99Ms)}`, verdict(timerOk)],
+        [`timer lag, callback received − deadline`, lat(timerLag), "", "", ""],
+        ["cross-process wake-up, 202 on A → long-poll answer on B", lat(wake), "", "", ""],
       ],
     ),
   );

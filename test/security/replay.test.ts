@@ -1,0 +1,250 @@
+// Replay protection: the signed webhook-id (standard-webhooks) is accepted once per signal type,
+// across runs; schemes that sign no id bind a delivery to its run through auth.run_pointer.
+// security.md §6: #12–#17 (and the run binding of §3.6).
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { API_KEY, startTestApp, type TestApp } from "../helpers/test-app.ts";
+import { expectRefusedUnchanged, type Hdrs, nowS, openWaitFor, post, putType, runSignals, signGeneric, signGithub, signShopify, signStandard, snapshot, swSecret, waitStatus } from "./support.ts";
+
+const SW = swSecret(5);
+
+let app: TestApp;
+beforeAll(async () => {
+  app = await startTestApp({ worker: false });
+  await putType(app, "sw", { auth: { scheme: "standard-webhooks", secrets: [SW], tolerance_s: 60 }, schema: { type: "object", required: ["ok"] } });
+  await putType(app, "sw-buf", { auth: { scheme: "standard-webhooks", secrets: [SW], tolerance_s: 60 }, buffer_ttl_s: 3600 });
+  await putType(app, "sw-short", { auth: { scheme: "standard-webhooks", secrets: [SW], tolerance_s: 1 }, buffer_ttl_s: 3600 });
+});
+afterAll(async () => {
+  await app?.close();
+});
+
+let n = 0;
+const run = (p: string) => `${p}-${++n}`;
+const countFor = async (runId: string) => (await runSignals(app, runId)).items.length;
+
+describe("standard-webhooks: one webhook-id, one run", () => {
+  it("#12 the exact request again to the same run: 200 duplicate repeating the first answer; still one signal", async () => {
+    const r1 = run("same");
+    const waitId = await openWaitFor(app, r1, "sw");
+    const body = '{"ok":true}';
+    const h = signStandard(SW, body);
+    const first = await post(app, r1, "sw", body, h);
+    expect(first.status, first.text).toBe(202);
+    const again = await post(app, r1, "sw", body, h);
+    expect(again.status, again.text).toBe(200);
+    expect(again.body).toEqual({ ...first.body, outcome: "duplicate" });
+    expect(await countFor(r1)).toBe(1);
+    expect(await waitStatus(app, waitId)).toBe("received");
+
+    // A later wait of the same name in that run is not resolved by the replay.
+    const next = await openWaitFor(app, r1, "sw");
+    const third = await post(app, r1, "sw", body, h);
+    expect(third.status).toBe(200);
+    expect(third.body).toMatchObject({ outcome: "duplicate", signal_id: first.body.signal_id });
+    expect(await waitStatus(app, next)).toBe("waiting");
+    expect(await countFor(r1)).toBe(1);
+  });
+
+  it("#12 an unsigned Idempotency-Key header does not turn a replay into a new signal (the signed id is the key)", async () => {
+    const r1 = run("idem");
+    await openWaitFor(app, r1, "sw");
+    const body = '{"ok":true}';
+    const h = signStandard(SW, body);
+    expect((await post(app, r1, "sw", body, h)).status).toBe(202);
+    const next = await openWaitFor(app, r1, "sw");
+    const replay = await post(app, r1, "sw", body, { ...h, "idempotency-key": "attacker-chosen-key" });
+    expect(replay.status, replay.text).toBe(200);
+    expect(replay.body).toMatchObject({ outcome: "duplicate" });
+    expect(await waitStatus(app, next)).toBe("waiting");
+    expect(await countFor(r1)).toBe(1);
+  });
+
+  it("#13 the old signature with a fresh webhook-id: 401 (the id is signed)", async () => {
+    const r1 = run("fresh-id");
+    await openWaitFor(app, r1, "sw");
+    const body = '{"ok":true}';
+    const h = signStandard(SW, body);
+    expect((await post(app, r1, "sw", body, h)).status).toBe(202);
+    await openWaitFor(app, r1, "sw");
+    await expectRefusedUnchanged(app, () => post(app, r1, "sw", body, { ...h, "webhook-id": "msg_brand_new" }));
+  });
+
+  it("#14 the sender's retry (same id, new timestamp and signature): 200 duplicate, one signal", async () => {
+    const r1 = run("retry");
+    await openWaitFor(app, r1, "sw");
+    const body = '{"ok":true}';
+    const id = `msg_retry_${n}`;
+    expect((await post(app, r1, "sw", body, signStandard(SW, body, { id, ts: nowS() - 30 }))).status).toBe(202);
+    const retry = await post(app, r1, "sw", body, signStandard(SW, body, { id, ts: nowS() }));
+    expect(retry.status, retry.text).toBe(200);
+    expect(retry.body).toMatchObject({ outcome: "duplicate" });
+    expect(await countFor(r1)).toBe(1);
+  });
+
+  it("#15 20 identical requests at once: exactly one 202, nineteen 200 duplicate, one signal", async () => {
+    const r1 = run("burst");
+    await openWaitFor(app, r1, "sw");
+    const body = '{"ok":true}';
+    const h = signStandard(SW, body);
+    const answers = await Promise.all(Array.from({ length: 20 }, () => post(app, r1, "sw", body, h)));
+    const statuses = answers.map((a) => a.status).sort();
+    expect(statuses).toEqual([200, ...Array(18).fill(200), 202].sort());
+    const ids = new Set(answers.map((a) => a.body.signal_id));
+    expect(ids.size).toBe(1);
+    expect(await countFor(r1)).toBe(1);
+  });
+
+  it("#15 #17 the same request to 10 runs at once: exactly one run gets it, the other nine 401 with nothing written", async () => {
+    const runs = Array.from({ length: 10 }, () => run("race"));
+    const waits = await Promise.all(runs.map((r) => openWaitFor(app, r, "sw")));
+    const body = '{"ok":true}';
+    const h = signStandard(SW, body);
+    const answers = await Promise.all(runs.map((r) => post(app, r, "sw", body, h)));
+    expect(answers.filter((a) => a.status === 202)).toHaveLength(1);
+    expect(answers.filter((a) => a.status === 401)).toHaveLength(9);
+    const statuses = await Promise.all(waits.map((w) => waitStatus(app, w)));
+    expect(statuses.filter((s) => s === "received")).toHaveLength(1);
+    const counts = await Promise.all(runs.map(countFor));
+    expect(counts.reduce((a, b) => a + b, 0)).toBe(1);
+  });
+
+  it("#16 an accepted message replayed after its window (timestamp now stale): 401, not duplicate", async () => {
+    const r1 = run("stale");
+    const body = '{"ok":true}';
+    const ts = nowS();
+    const h = signStandard(SW, body, { ts });
+    expect((await post(app, r1, "sw-short", body, h)).status).toBe(202);
+    while (nowS() < ts + 2) await new Promise((r) => setTimeout(r, 100));
+    await expectRefusedUnchanged(app, () => post(app, r1, "sw-short", body, h));
+  });
+
+  describe("#17 cross-run replay is refused and writes nothing", () => {
+    it("an accepted delivery replayed to another run that has an open wait: 401; that wait stays waiting", async () => {
+      const a = run("cross-a");
+      const b = run("cross-b");
+      await openWaitFor(app, a, "sw");
+      const waitB = await openWaitFor(app, b, "sw");
+      const body = '{"ok":true}';
+      const h = signStandard(SW, body);
+      expect((await post(app, a, "sw", body, h)).status).toBe(202);
+      const refused = await expectRefusedUnchanged(app, () => post(app, b, "sw", body, h));
+      expect(refused.body).toMatchObject({ outcome: "rejected_unauthenticated" });
+      expect(await waitStatus(app, waitB)).toBe("waiting");
+      expect(await countFor(b)).toBe(0);
+    });
+
+    it("a buffered delivery replayed to another run: 401, nothing buffered there", async () => {
+      const a = run("cross-buf-a");
+      const b = run("cross-buf-b");
+      const body = '{"x":1}';
+      const h = signStandard(SW, body);
+      expect((await post(app, a, "sw-buf", body, h)).body).toMatchObject({ outcome: "buffered" });
+      await expectRefusedUnchanged(app, () => post(app, b, "sw-buf", body, h));
+      expect(await countFor(b)).toBe(0);
+    });
+
+    it("a delivery the first run refused (no open wait; 409) still belongs to that run: replayed elsewhere it is 401", async () => {
+      const a = run("cross-nw-a");
+      const b = run("cross-nw-b");
+      await openWaitFor(app, b, "sw");
+      const body = '{"ok":true}';
+      const h = signStandard(SW, body);
+      expect((await post(app, a, "sw", body, h)).body).toMatchObject({ outcome: "rejected_not_waiting" });
+      await expectRefusedUnchanged(app, () => post(app, b, "sw", body, h));
+      // ...and the legitimate retry to its own run, once a wait is open, is received.
+      await openWaitFor(app, a, "sw");
+      expect((await post(app, a, "sw", body, signStandard(SW, body, { id: h["webhook-id"] }))).body).toMatchObject({ outcome: "received" });
+    });
+
+    it("a delivery refused for its payload (422) or as not JSON (400) is not recorded against another run either", async () => {
+      for (const body of ['{"not_ok":true}', "not json"]) {
+        const a = run("cross-bad-a");
+        const b = run("cross-bad-b");
+        await openWaitFor(app, b, "sw");
+        const h = signStandard(SW, body);
+        const first = await post(app, a, "sw", body, h);
+        expect([400, 422]).toContain(first.status);
+        expect(await countFor(a)).toBe(1); // authenticated: recorded where it was sent
+        await expectRefusedUnchanged(app, () => post(app, b, "sw", body, h));
+        expect(await countFor(b)).toBe(0);
+      }
+    });
+
+    it("a management token may send the same body to any run (it is not replay-bound)", async () => {
+      const body = '{"ok":true}';
+      for (const r of [run("mgmt"), run("mgmt")]) {
+        await openWaitFor(app, r, "sw");
+        const a = await post(app, r, "sw", body, { authorization: `Bearer ${API_KEY}` });
+        expect(a.status, a.text).toBe(202);
+      }
+    });
+  });
+});
+
+describe("run binding (auth.run_pointer) for schemes that sign no id", () => {
+  const BOUND: Array<{ type: string; auth: Record<string, unknown>; sign(body: string): Hdrs | Promise<Hdrs>; payload(run: unknown): string }> = [
+    { type: "gh-bound", auth: { scheme: "github", secrets: ["gh-secret"], run_pointer: "/metadata/run_id" }, sign: (b) => signGithub("gh-secret", b), payload: (r) => JSON.stringify({ action: "approved", metadata: { run_id: r } }) },
+    { type: "shop-bound", auth: { scheme: "shopify", secrets: ["shop-secret"], run_pointer: "/run" }, sign: (b) => signShopify("shop-secret", b), payload: (r) => JSON.stringify({ run: r, total: "1.00" }) },
+    { type: "gen-bound", auth: { scheme: "hmac-sha256", header: "X-Sig", secrets: ["gen-secret"], run_pointer: "/a~1b/m~0n" }, sign: (b) => signGeneric("x-sig")("gen-secret", b), payload: (r) => JSON.stringify({ "a/b": { "m~n": r } }) },
+  ];
+  beforeAll(async () => {
+    for (const t of BOUND) await putType(app, t.type, { auth: t.auth, buffer_ttl_s: 0 });
+  });
+
+  describe.each(BOUND)("$type", (t) => {
+    it("the payload names the run in the URL: received", async () => {
+      const r1 = run(t.type);
+      const waitId = await openWaitFor(app, r1, t.type);
+      const body = t.payload(r1);
+      const a = await post(app, r1, t.type, body, await t.sign(body));
+      expect(a.status, a.text).toBe(202);
+      expect(await waitStatus(app, waitId)).toBe("received");
+    });
+
+    it("#17 the same signed delivery sent to another run's URL: 401, that run's wait stays waiting, nothing written", async () => {
+      const a = run(t.type);
+      const b = run(t.type);
+      await openWaitFor(app, a, t.type);
+      const waitB = await openWaitFor(app, b, t.type);
+      const body = t.payload(a);
+      const h = await t.sign(body);
+      expect((await post(app, a, t.type, body, h)).status).toBe(202);
+      await expectRefusedUnchanged(app, () => post(app, b, t.type, body, h));
+      expect(await waitStatus(app, waitB)).toBe("waiting");
+    });
+
+    it("the pointer missing, null, an object, or the run with different case: 401", async () => {
+      const r1 = run(t.type);
+      await openWaitFor(app, r1, t.type);
+      for (const body of [JSON.stringify({ other: 1 }), t.payload(null), t.payload({ run: r1 }), t.payload(r1.toUpperCase()), t.payload([r1])]) {
+        const h = await t.sign(body);
+        await expectRefusedUnchanged(app, () => post(app, r1, t.type, body, h));
+      }
+    });
+
+    it("a number written the same as the run id matches", async () => {
+      const r1 = String(900 + ++n);
+      await openWaitFor(app, r1, t.type);
+      const body = t.payload(Number(r1));
+      const a = await post(app, r1, t.type, body, await t.sign(body));
+      expect(a.status, a.text).toBe(202);
+    });
+  });
+
+  it("without run_pointer a body-only signature does not bind the run: documented residual risk (API.md: set run_pointer)", async () => {
+    await putType(app, "gh-free", { auth: { scheme: "github", secrets: ["gh-secret"] }, buffer_ttl_s: 0 });
+    const a = run("free");
+    const b = run("free");
+    await openWaitFor(app, a, "gh-free");
+    await openWaitFor(app, b, "gh-free");
+    const body = '{"action":"approved"}';
+    const h = await signGithub("gh-secret", body);
+    expect((await post(app, a, "gh-free", body, h)).status).toBe(202);
+    expect((await post(app, b, "gh-free", body, h)).status).toBe(202);
+  });
+
+  it("no table changed behind the refusals of this file: every signal in the log came from an accepted or authenticated request", async () => {
+    const snap = await snapshot(app);
+    expect(String(snap.signal_ids)).not.toMatch(/rejected_unauthenticated/);
+  });
+});
