@@ -1,10 +1,10 @@
-import { eq, sql } from "drizzle-orm";
+import { sql } from "drizzle-orm";
 import { withTransaction, type Deps } from "../core/context.ts";
-import { events } from "../db/schema.ts";
+import type { Queryable } from "../db/client.ts";
 import { eventId } from "../events/events.queries.ts";
 import { addJob, jobKeys } from "../jobs/enqueue.ts";
 import { toWaitResource } from "../waits/wait-view.ts";
-import { findWait } from "../waits/waits.queries.ts";
+import { findWaitWithEvent } from "../waits/waits.queries.ts";
 import { retryDelayS, type AttemptVerdict } from "./classify-response.ts";
 import { postSigned } from "./post-signed.ts";
 
@@ -14,10 +14,10 @@ import { postSigned } from "./post-signed.ts";
  * when it may still pass, schedules the next one with our own backoff.
  */
 export async function deliverCallback(deps: Pick<Deps, "db" | "config" | "secrets" | "log" | "metrics">, waitId: string, abort?: AbortSignal): Promise<AttemptVerdict | "skipped"> {
-  const wait = await findWait(deps.db, waitId);
-  if (!wait || wait.deliveryStatus !== "pending" || !wait.callbackUrl || wait.resolutionEventId === null) return "skipped";
-  const [event] = await deps.db.select().from(events).where(eq(events.id, wait.resolutionEventId));
-  if (!event) return "skipped";
+  const found = await findWaitWithEvent(deps.db, waitId);
+  if (!found) return "skipped";
+  const { wait, event } = found;
+  if (wait.deliveryStatus !== "pending" || !wait.callbackUrl) return "skipped";
 
   const id = eventId(event.id);
   const body = JSON.stringify({ id, type: event.type, occurred_at: event.occurredAt.toISOString(), wait: toWaitResource(wait) });
@@ -35,16 +35,20 @@ async function recordAttempt(deps: Pick<Deps, "db" | "config">, waitId: string, 
   const attempt = attemptsBefore + 1;
   const retry = verdict === "retry" && attempt < deps.config.SIGNALBOX_DELIVERY_MAX_ATTEMPTS;
   const status = verdict === "delivered" ? "delivered" : retry ? "pending" : "failed";
-  await withTransaction(deps.db, async (tx) => {
-    // Compare-and-set on the attempt count: a concurrent redelivery or duplicate job records nothing twice.
-    const rows = await tx.execute(sql`
+  // Compare-and-set on the attempt count: a concurrent redelivery or duplicate job records nothing twice.
+  const record = (q: Queryable) =>
+    q.execute(sql`
       update signalbox.waits set delivery_attempts = ${attempt}::int, delivery_status = ${status}::text, delivery_last_error = ${error}::text
       where id = ${waitId}::text and delivery_status = 'pending' and delivery_attempts = ${attemptsBefore}::int
       returning id`);
-    if (rows.length === 1 && retry) {
+  if (!retry) {
+    await record(deps.db); // one statement, no transaction needed: the common case
+  } else {
+    await withTransaction(deps.db, async (tx) => {
+      if ((await record(tx)).length === 0) return;
       const delayS = retryDelayS(deps.config.SIGNALBOX_DELIVERY_BACKOFF_S, attempt);
       await addJob(tx, "deliver_callback", { id: waitId }, { runAt: sql`now() + ${delayS}::double precision * interval '1 second'`, jobKey: jobKeys.deliver(waitId) });
-    }
-  });
+    });
+  }
   return status === "pending" ? "retry" : status;
 }

@@ -67,12 +67,3 @@ export async function recordRunEvents(tx: Queryable, runIds: string[], type: str
     insert into signalbox.events (run_id, type, data)
     select id, ${type}::text, ${JSON.stringify(data)}::jsonb from json_array_elements_text(${JSON.stringify(runIds)}::json) as ids(id)`);
 }
-
-/** Locks existing runs in run_id order (the order every multi-run writer uses). */
-export async function lockRuns(tx: Queryable, runIds: string[]): Promise<void> {
-  if (runIds.length === 0) return;
-  await tx.execute(sql`
-    select run_id from signalbox.runs
-    where run_id in (select json_array_elements_text(${JSON.stringify(runIds)}::json))
-    order by run_id for update`);
-}

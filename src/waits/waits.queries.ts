@@ -1,6 +1,6 @@
 import { and, asc, eq, getTableColumns, lt, sql, type SQL } from "drizzle-orm";
 import type { Queryable } from "../db/client.ts";
-import { signals, waits } from "../db/schema.ts";
+import { events, signals, waits } from "../db/schema.ts";
 import type { WaitRow } from "./wait-view.ts";
 
 /** Waits with the signal that resolved them, in one query (never one query per wait). */
@@ -65,4 +65,21 @@ export async function listWaits(q: Queryable, f: WaitFilter, limit: number): Pro
     .orderBy(asc(waits.createdAt), asc(waits.id))
     .limit(limit + 1);
   return normalise(rows);
+}
+
+/** A resolved wait with its resolution event (what a callback carries), in one query. */
+export async function findWaitWithEvent(q: Queryable, id: string): Promise<{ wait: WaitRow; event: { id: number; type: string; occurredAt: Date } } | undefined> {
+  const [row] = await q
+    .select({
+      ...getTableColumns(waits),
+      result: { sequence: signals.sequence, payload: signals.payload, receivedAt: signals.receivedAt },
+      event: { id: events.id, type: events.type, occurredAt: events.occurredAt },
+    })
+    .from(waits)
+    .leftJoin(signals, eq(signals.id, waits.signalId))
+    .innerJoin(events, eq(events.id, waits.resolutionEventId))
+    .where(eq(waits.id, id));
+  if (!row) return undefined;
+  const { event, ...wait } = row;
+  return { wait: normalise([wait])[0]!, event };
 }
