@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import net from "node:net";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import { freePort } from "../src/core/free-port.ts";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const MAX_ECHOED_LINES = 40;
@@ -79,16 +79,6 @@ export async function startService(env: Record<string, string>): Promise<Service
   return { baseUrl, pid: child.pid!, lines, exited, stop };
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 /** A minimal JSON client for the management API and intake. */
 export function apiClient(baseUrl: string, token: string) {

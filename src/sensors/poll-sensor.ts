@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import { withTransaction, type Deps } from "../core/context.ts";
 import { valueAt } from "../core/json-pointer.ts";
+import { readCapped } from "../core/read-capped.ts";
 import { addJob, jobKeys } from "../jobs/enqueue.ts";
 import { lockRun } from "../runs/runs.queries.ts";
 import { receiveWait, resolveWaits } from "../waits/resolve-waits.ts";
@@ -49,8 +50,9 @@ async function pollOnce(spec: Required<Pick<SensorSpec, "url" | "method" | "expe
     if (!(await sensorTargetAllowed(spec.url, allow))) return { met: false, reason: "the host resolves to a link-local address" };
     const timeout = AbortSignal.timeout(timeoutMs);
     const res = await fetch(spec.url, { method: spec.method, redirect: "manual", signal: abort ? AbortSignal.any([abort, timeout]) : timeout, headers: { "user-agent": "signalbox-sensor" } });
-    const text = await readCapped(res, MAX_SENSOR_BODY_BYTES);
-    if (text === null) return { met: false, reason: `response larger than ${MAX_SENSOR_BODY_BYTES} bytes` };
+    const bytes = await readCapped(res.body, MAX_SENSOR_BODY_BYTES);
+    if (bytes === null) return { met: false, reason: `response larger than ${MAX_SENSOR_BODY_BYTES} bytes` };
+    const text = Buffer.from(bytes).toString("utf8");
     if (res.status !== spec.expect_status) return { met: false, reason: `HTTP ${res.status}` };
     let body: unknown = text;
     try {
@@ -66,23 +68,4 @@ async function pollOnce(spec: Required<Pick<SensorSpec, "url" | "method" | "expe
   } catch (err) {
     return { met: false, reason: (err as Error).name === "TimeoutError" ? "timed out" : `request failed: ${(err as Error).message}` };
   }
-}
-
-/** The body as text, or null once it passes `max` bytes (the rest is not read). */
-async function readCapped(res: Response, max: number): Promise<string | null> {
-  const reader = res.body?.getReader();
-  if (!reader) return "";
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > max) {
-      await reader.cancel().catch(() => {});
-      return null;
-    }
-    chunks.push(value);
-  }
-  return Buffer.concat(chunks).toString("utf8");
 }

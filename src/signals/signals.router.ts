@@ -3,6 +3,7 @@ import type { Context } from "hono";
 import { bearerToken } from "../auth/api-keys.ts";
 import type { Deps } from "../core/context.ts";
 import { PayloadTooLargeError } from "../core/errors.ts";
+import { readCapped } from "../core/read-capped.ts";
 import type { Metrics } from "../core/metrics.ts";
 import { bearerSecurity, commonProblems, CursorQuery, defaultHook, json, LimitQuery, listOf, problem, problems, RunIdSchema, SignalNameSchema } from "../http/openapi.ts";
 import { ProblemSchema, problemResponse, type Problem } from "../http/problem.ts";
@@ -221,21 +222,9 @@ function headerValues(c: Context) {
 async function readBody(c: Context, maxBytes: number): Promise<Uint8Array> {
   const declared = Number(c.req.header("content-length") ?? "0");
   if (declared > maxBytes) throw tooLarge(maxBytes);
-  const reader = c.req.raw.body?.getReader();
-  if (!reader) return new Uint8Array(0);
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    size += value.byteLength;
-    if (size > maxBytes) {
-      await reader.cancel().catch(() => {});
-      throw tooLarge(maxBytes);
-    }
-    chunks.push(value);
-  }
-  return Buffer.concat(chunks);
+  const body = await readCapped(c.req.raw.body, maxBytes);
+  if (body === null) throw tooLarge(maxBytes);
+  return body;
 }
 
 const tooLarge = (maxBytes: number) => new PayloadTooLargeError(`the body is larger than ${maxBytes} bytes`, { outcome: "payload_too_large" });

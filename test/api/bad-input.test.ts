@@ -1,6 +1,6 @@
 // "Bad input gets a clear 4xx problem+json and changes nothing; no input produces a 5xx."
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { body, declareType, expectProblem, intake, openWait, rawRequest } from "../helpers/http.ts";
+import { body, declareType, intake, openWait, rawRequest } from "../helpers/http.ts";
 import { API_KEY, startTestApp, type TestApp } from "../helpers/test-app.ts";
 
 let app: TestApp;

@@ -1,11 +1,11 @@
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import fs from "node:fs/promises";
-import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { API_KEY, createTestDatabase } from "../helpers/test-app.ts";
+import { freePort } from "../../src/core/free-port.ts";
 
 /**
  * What the Docker image's runtime stage does, without Docker: the published files (npm pack,
@@ -40,13 +40,6 @@ afterAll(async () => {
   if (tmp) await fs.rm(tmp, { recursive: true, force: true });
 });
 
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 /** The image's CMD, in the unpacked package, with only the environment given here. */
 function start(env: Record<string, string>) {

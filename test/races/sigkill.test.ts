@@ -1,11 +1,11 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import net from "node:net";
 import path from "node:path";
 import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startCallbackReceiver, type ReceivedCallback } from "../helpers/callback-receiver.ts";
 import { drainJobs } from "../helpers/race-gates.ts";
 import { API_KEY, CALLBACK_SECRET, createTestDatabase } from "../helpers/test-app.ts";
+import { freePort } from "../../src/core/free-port.ts";
 
 // A 202 means committed: SIGKILL the real service right after one and nothing is lost. The
 // callback still arrives (at least once, always with the same webhook-id), timers that passed
@@ -22,13 +22,6 @@ interface Service {
 const NODE = path.resolve("node_modules/.bin/node");
 const children: ChildProcess[] = [];
 
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  return port;
-}
 
 /** `node src/main.ts` as a child process; resolves when it logs "signalbox listening". */
 async function startService(databaseUrl: string): Promise<Service> {
