@@ -3,7 +3,7 @@ import { Scalar } from "@scalar/hono-api-reference";
 import { bodyLimit } from "hono/body-limit";
 import { requestId } from "hono/request-id";
 import { managementAuth, tokenVerifier } from "./auth/management-auth.ts";
-import type { Deps } from "./core/context.ts";
+import { pgCode, type Deps } from "./core/context.ts";
 import { PayloadTooLargeError, ServiceError } from "./core/errors.ts";
 import { requestContext } from "./core/logger.ts";
 import { createMetrics } from "./core/metrics.ts";
@@ -116,7 +116,7 @@ export function createApp(deps: AppDeps) {
       // hono's own HTTPExceptions (e.g. a malformed JSON body): a client error, said plainly.
       return problemResponse(c, { type: "https://signalbox.dev/problems/bad-request", title: "Bad Request", status, detail: err.message || "malformed request" });
     }
-    deps.log.error({ err, requestId: c.get("requestId") }, "unhandled error");
+    deps.log.error({ err: describeError(err) }, "unhandled error");
     return problemResponse(c, {
       type: "https://signalbox.dev/problems/internal",
       title: "Internal Server Error",
@@ -125,4 +125,20 @@ export function createApp(deps: AppDeps) {
     });
   });
   return app;
+}
+
+/**
+ * What an unexpected error may put in the log: its kind, Postgres code and first line, and the
+ * stack. Not the whole error: drizzle's message lists the query parameters, which can hold
+ * payloads or signing secrets.
+ */
+function describeError(err: unknown) {
+  const e = err as { name?: string; message?: string; stack?: string; cause?: { message?: string } };
+  const firstLine = (text?: string) => (text ?? "").split("\n")[0]!.replace(/params:.*$/s, "params: [redacted]");
+  return {
+    type: e?.name ?? typeof err,
+    code: pgCode(err),
+    message: firstLine(e?.cause?.message ?? e?.message),
+    stack: (e?.stack ?? "").split("\n").filter((l) => l.trimStart().startsWith("at ")).join("\n"),
+  };
 }

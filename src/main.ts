@@ -1,6 +1,5 @@
 import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
-import { sql } from "drizzle-orm";
 import { createApp } from "./app.ts";
 import { closeServer } from "./http/close-server.ts";
 import { bootstrapSecrets } from "./auth/bootstrap-secrets.ts";
@@ -11,6 +10,7 @@ import { createMetrics } from "./core/metrics.ts";
 import { openDatabase } from "./db/client.ts";
 import type { EmbeddedDatabase } from "./db/embedded.ts";
 import { migrateDatabase } from "./db/migrate.ts";
+import { pingDatabase } from "./db/ping.ts";
 import { loadSignalTypesFile } from "./signal-types/load-signal-types-file.ts";
 import { SignalTypeCache } from "./signal-types/signal-type-cache.ts";
 import { ChangeFeed } from "./events/change-feed.ts";
@@ -67,7 +67,7 @@ async function main() {
     changes,
     shutdown: shutdown.signal,
     readiness: {
-      database: async () => (await database.db.execute(sql`select 1`), true),
+      database: () => pingDatabase(database.db),
       worker: () => worker.healthy(),
     },
   });

@@ -68,6 +68,7 @@ export async function startWorker(deps: TaskDeps, opts: WorkerOptions): Promise<
   return {
     healthy: () => !stopped && listening,
     async stop() {
+      if (stopped) return;
       stopped = true;
       clearInterval(timer);
       await runner.stop();

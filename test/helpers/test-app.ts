@@ -10,6 +10,7 @@ import { loadConfig, type Config } from "../../src/config.ts";
 import type { Deps } from "../../src/core/context.ts";
 import { createLogger } from "../../src/core/logger.ts";
 import { openDatabase, type Database } from "../../src/db/client.ts";
+import { pingDatabase } from "../../src/db/ping.ts";
 import { callbackKey } from "../../src/delivery/sign-webhook.ts";
 import { ChangeFeed } from "../../src/events/change-feed.ts";
 import { SignalTypeCache } from "../../src/signal-types/signal-type-cache.ts";
@@ -113,7 +114,7 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
     ...deps,
     changes,
     shutdown: shutdown.signal,
-    readiness: { database: async () => true, worker: () => worker?.healthy() ?? false },
+    readiness: { database: () => pingDatabase(database.db), worker: () => worker?.healthy() ?? false },
   });
   const server: ServerType = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" });
   await new Promise<void>((resolve) => server.once("listening", resolve));
