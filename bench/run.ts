@@ -135,16 +135,21 @@ async function main() {
   const appDb = await createDatabase(server.url, `sbx_bench_app_${tag}`);
   cleanups.push(() => appDb.drop());
   const passThrough = Object.fromEntries(Object.entries(env).filter(([k, v]) => k.startsWith("SIGNALBOX_") && v !== undefined)) as Record<string, string>;
+  /** One signalbox process on the bench database (a second one shares it). */
+  const startBroker = async (dataDir: string): Promise<Service> => {
+    const started = await startService({
+      SIGNALBOX_DATA_DIR: path.join(workDir, dataDir),
+      ...passThrough,
+      DATABASE_URL: appDb.url,
+      SIGNALBOX_API_KEYS: API_KEY,
+      SIGNALBOX_CALLBACK_SECRET: `whsec_${randomBytes(32).toString("base64")}`,
+      LOG_LEVEL: env.BENCH_SIGNALBOX_LOG_LEVEL ?? "warn",
+    });
+    cleanups.push(() => started.stop());
+    return started;
+  };
   log("starting signalbox (node src/main.ts)");
-  const service: Service = await startService({
-    SIGNALBOX_DATA_DIR: path.join(workDir, "signalbox"),
-    ...passThrough,
-    DATABASE_URL: appDb.url,
-    SIGNALBOX_API_KEYS: API_KEY,
-    SIGNALBOX_CALLBACK_SECRET: `whsec_${randomBytes(32).toString("base64")}`,
-    LOG_LEVEL: env.BENCH_SIGNALBOX_LOG_LEVEL ?? "warn",
-  });
-  cleanups.push(() => service.stop());
+  const service = await startBroker("signalbox");
   pids.service = service.pid;
   if (server.statements) {
     stats = statementStats(appDb.url);
@@ -336,15 +341,7 @@ async function main() {
 
   // ---- cross-process wake-up: a long-poll held on process B, the signal sent to process A ----
   log("cross-process wake-up: starting a second signalbox on the same database");
-  const serviceB: Service = await startService({
-    SIGNALBOX_DATA_DIR: path.join(workDir, "signalbox-b"),
-    ...passThrough,
-    DATABASE_URL: appDb.url,
-    SIGNALBOX_API_KEYS: API_KEY,
-    SIGNALBOX_CALLBACK_SECRET: `whsec_${randomBytes(32).toString("base64")}`,
-    LOG_LEVEL: env.BENCH_SIGNALBOX_LOG_LEVEL ?? "warn",
-  });
-  cleanups.push(() => serviceB.stop());
+  const serviceB = await startBroker("signalbox-b");
   const apiB = apiClient(serviceB.baseUrl, API_KEY);
   const wakeMs: number[] = [];
   for (let i = 0; i < WAKE_SAMPLES; i++) {
