@@ -25,6 +25,29 @@ export function openDatabase(url: string, opts: { max: number }): Database {
     types: { bigint: postgres.BigInt },
     connection: { application_name: "signalbox" },
   });
-  const db = drizzle(client, { schema });
+  const db = drizzle(preparing(client), { schema });
   return { db, sql: client, close: () => client.end({ timeout: 5 }) };
+}
+
+/**
+ * drizzle sends every query through postgres.js `unsafe()` unprepared (drizzle#5502), so
+ * Postgres parses and plans each statement every time. Our statements have fixed texts (values
+ * are always parameters), so preparing them is safe and saves that work: this wraps the client,
+ * and the transaction clients it hands out, to ask for prepared statements.
+ */
+function preparing(sql: postgres.Sql): postgres.Sql {
+  type Callback = (inner: postgres.Sql) => unknown;
+  const wrapScope = (method: (...args: unknown[]) => unknown) => (...args: unknown[]) => {
+    const callback = args[args.length - 1] as Callback;
+    return method(...args.slice(0, -1), (inner: postgres.Sql) => callback(preparing(inner)));
+  };
+  return new Proxy(sql, {
+    get(target, prop, receiver) {
+      if (prop === "unsafe") {
+        return (query: string, params?: unknown[], options?: postgres.UnsafeQueryOptions) => target.unsafe(query, params as never, { ...options, prepare: true });
+      }
+      if (prop === "begin" || prop === "savepoint") return wrapScope((Reflect.get(target, prop) as (...a: unknown[]) => unknown).bind(target));
+      return Reflect.get(target, prop, receiver);
+    },
+  });
 }
