@@ -52,7 +52,7 @@ const ConfigSchema = z.object({
   SIGNALBOX_SENSOR_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(10_000),
   SIGNALBOX_DB_POOL_SIZE: z.coerce.number().int().min(1).max(100).default(8),
   SIGNALBOX_WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(100).default(8),
-  SIGNALBOX_POLL_INTERVAL_MS: z.coerce.number().int().min(50).default(250),
+  SIGNALBOX_POLL_INTERVAL_MS: z.coerce.number().int().min(50).default(100),
   SIGNALBOX_SSE_HEARTBEAT_S: z.coerce.number().positive().default(15),
   SIGNALBOX_WORKER_STALE_S: z.coerce.number().positive().default(60),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),

@@ -9,7 +9,7 @@ import type { WaitRowOnly } from "../waits/wait-view.ts";
 import { findWait } from "../waits/waits.queries.ts";
 
 /** Waits timed out per transaction when many come due at once. */
-export const EXPIRY_BATCH = 500;
+export const EXPIRY_BATCH = 1000;
 
 /**
  * The timeout job of one wait. It times out every wait that is due, in batches, not just its
