@@ -9,7 +9,6 @@ export const EVENT_TYPES = [
   "signal.timeout",
   "signal.cancelled",
   "signal.vote",
-  "signal.reminder",
   "run.pausing",
   "run.paused",
   "run.resumed",
