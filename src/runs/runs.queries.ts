@@ -20,12 +20,6 @@ export async function lockRun(tx: Queryable, runId: string): Promise<LockedRun> 
   return { ...row!, last_sequence: Number(row!.last_sequence) };
 }
 
-/** Hands out the run's next gapless sequence number (the run row is already locked). */
-export async function takeSequence(tx: Queryable, runId: string): Promise<number> {
-  const [row] = await tx.execute<{ last_sequence: string | number }>(sql`
-    update signalbox.runs set last_sequence = last_sequence + 1 where run_id = ${runId}::text returning last_sequence`);
-  return Number(row!.last_sequence);
-}
 
 export type TreeRun = { run_id: string; status: "active" | "cancelled"; is_paused: boolean };
 

@@ -1,23 +1,23 @@
 import { createHash } from "node:crypto";
 import { sql } from "drizzle-orm";
+import { openSecrets, type SecretBox } from "../auth/secret-box.ts";
 import { withTransaction, type Deps } from "../core/context.ts";
 import { debugPoint } from "../core/debug-point.ts";
 import type { ValidationIssue } from "../core/errors.ts";
 import { newId } from "../core/ids.ts";
+import { escapePointer, valueAt } from "../core/json-pointer.ts";
 import { jsonDepthExceeds } from "../core/json-text.ts";
-import type { Tx } from "../db/client.ts";
+import type { Queryable, Tx } from "../db/client.ts";
 import { recordEvent } from "../events/events.queries.ts";
 import { lockRun } from "../runs/runs.queries.ts";
-import { escapePointer, valueAt } from "../core/json-pointer.ts";
 import { validatePayload } from "../signal-types/payload-schema.ts";
 import type { SignalAuth, SignalTypeRow } from "../signal-types/signal-type.ts";
 import { loadSignalType } from "../signal-types/signal-type-cache.ts";
+import { castVote } from "../waits/cast-vote.ts";
 import { resolveWaits } from "../waits/resolve-waits.ts";
 import { authenticateIntake, type IntakeCredentials } from "./authenticate-intake.ts";
 import type { IntakeAnswer } from "./signal-outcome.ts";
-import { castVote } from "../waits/cast-vote.ts";
 import { claimWebhookId, findAcceptedByKey, insertIncomingSignal, insertRejectedSignal, type NewSignal } from "./signals.queries.ts";
-import { openSecrets, type SecretBox } from "../auth/secret-box.ts";
 
 export const MAX_JSON_DEPTH = 64;
 
@@ -58,7 +58,7 @@ export async function sendSignal(deps: Pick<Deps, "db" | "secretBox" | "signalTy
     // attempt is worth a line in the signal log.
     const answer: IntakeAnswer = { outcome: "rejected_unknown_signal", detail: `no signal type named '${input.signal}'` };
     if (!input.credentials.management) return answer;
-    return recordRejection(deps, { runId: input.runId, signal: input.signal, payload: null, payloadHash: null, idempotencyKey: input.idempotencyKey ?? null }, "rejected_unknown_signal", answer.detail);
+    return recordRejection(deps.db, { runId: input.runId, signal: input.signal, payload: null, payloadHash: null, idempotencyKey: input.idempotencyKey ?? null }, "rejected_unknown_signal", answer.detail);
   }
   const typeAuth = openAuth(deps.secretBox, type);
   const auth = authenticateIntake(typeAuth, input);
@@ -72,10 +72,10 @@ export async function sendSignal(deps: Pick<Deps, "db" | "secretBox" | "signalTy
   const unparsed = { runId: input.runId, signal: input.signal, payload: null, payloadHash: null, idempotencyKey: auth.webhookId ?? input.idempotencyKey ?? null };
 
   const parsed = parseBody(input.body);
-  if ("error" in parsed) return recordRejection(deps, unparsed, "invalid_json", parsed.error);
+  if ("error" in parsed) return recordRejection(deps.db, unparsed, "invalid_json", parsed.error);
   if ("tooDeep" in parsed) {
     const problems = [{ path: "", message: `must not nest deeper than ${MAX_JSON_DEPTH} levels` }];
-    return recordRejection(deps, unparsed, "rejected_invalid_payload", "the payload nests too deeply", problems);
+    return recordRejection(deps.db, unparsed, "rejected_invalid_payload", "the payload nests too deeply", problems);
   }
 
   // A body-only signature does not cover the URL: bind it to the run through the payload.
@@ -95,22 +95,23 @@ export async function sendSignal(deps: Pick<Deps, "db" | "secretBox" | "signalTy
   };
 
   const problems = checkPayload(type, parsed.value);
-  if (problems.length > 0) return recordRejection(deps, record, "rejected_invalid_payload", "the payload does not satisfy the signal type's schema", problems);
+  if (problems.length > 0) return recordRejection(deps.db, record, "rejected_invalid_payload", "the payload does not satisfy the signal type's schema", problems);
 
-  const receipt = auth.webhookId ? { webhookId: auth.webhookId, keepS: 2 * typeAuth.tolerance_s } : undefined;
-  return withTransaction(deps.db, (tx) => acceptSignal(tx, type, record, parsed.value, receipt, input));
+  return withTransaction(deps.db, (tx) => acceptSignal(tx, type, record, parsed.value, input));
 }
 
-/** Records a rejection that needs no run lock (nothing about the run decided it). */
+type RecordedRejection = "rejected_unknown_signal" | "invalid_json" | "rejected_invalid_payload" | "rejected_idempotency_conflict" | "rejected_not_active" | "rejected_not_waiting";
+
+/** Records a rejection in the signal log (never numbered) and answers it. */
 async function recordRejection(
-  deps: Pick<Deps, "db">,
+  q: Queryable,
   record: Omit<NewSignal, "id" | "outcome">,
-  outcome: "rejected_unknown_signal" | "invalid_json" | "rejected_invalid_payload",
+  outcome: RecordedRejection,
   detail: string,
   problems?: ValidationIssue[],
 ): Promise<IntakeAnswer> {
   const id = newId("sg");
-  await insertRejectedSignal(deps.db, { ...record, id, outcome, validationErrors: problems ?? null });
+  await insertRejectedSignal(q, { ...record, id, outcome, validationErrors: problems ?? null });
   return { outcome, detail, signal_id: id, ...(problems ? { validation_errors: problems } : {}) };
 }
 
@@ -121,14 +122,9 @@ async function acceptSignal(
   type: SignalTypeRow,
   record: Omit<NewSignal, "id" | "outcome">,
   payload: unknown,
-  receipt: { webhookId: string; keepS: number } | undefined,
   only: Pick<SignalIntake, "expectWaitId" | "claim">,
 ): Promise<IntakeAnswer> {
-  // A signed message id is good for one run only: replayed to another run's URL it is refused
-  // (before anything is written); replayed to the same run it is a duplicate, found below.
-  if (receipt && (await claimWebhookId(tx, type.name, receipt.webhookId, record.runId, receipt.keepS)) !== record.runId) {
-    return UNAUTHENTICATED;
-  }
+  // Replayed to the same run, a signed webhook-id (the key) is a duplicate, found below.
   const run = await lockRun(tx, record.runId);
   await debugPoint("send-signal:locked", record.runId); // tests: hold the run lock while a timeout tries
   if (only.claim) await only.claim(tx);
@@ -138,16 +134,16 @@ async function acceptSignal(
       if (earlier.payloadHash === record.payloadHash) {
         return { outcome: "duplicate", signal_id: earlier.id, sequence: earlier.sequence!, wait_id: earlier.waitId };
       }
-      return reject(tx, record, "rejected_idempotency_conflict", "this idempotency key was used with a different payload");
+      return recordRejection(tx, record, "rejected_idempotency_conflict", "this idempotency key was used with a different payload");
     }
   }
-  if (run.status === "cancelled") return reject(tx, record, "rejected_not_active", `run '${record.runId}' is cancelled`);
+  if (run.status === "cancelled") return recordRejection(tx, record, "rejected_not_active", `run '${record.runId}' is cancelled`);
 
   const id = newId("sg");
   // A signal meant for one wait is never buffered: a buffered one would settle a later wait.
   const bufferTtlS = only.expectWaitId === undefined ? type.bufferTtlS : 0;
   const taken = await insertIncomingSignal(tx, { ...record, id, outcome: "received" }, bufferTtlS, only.expectWaitId);
-  if (!taken) return reject(tx, record, "rejected_not_waiting", `run '${record.runId}' has no open wait for signal '${record.signal}'`);
+  if (!taken) return recordRejection(tx, record, "rejected_not_waiting", `run '${record.runId}' has no open wait for signal '${record.signal}'`);
   if (taken.outcome === "buffered") {
     await recordEvent(tx, { runId: record.runId, type: "signal.buffered", signalId: id, data: { signal: record.signal, sequence: taken.sequence } });
     return { outcome: "buffered", signal_id: id, sequence: taken.sequence, wait_id: null };
@@ -158,16 +154,6 @@ async function acceptSignal(
   return { outcome: "received", signal_id: id, sequence: taken.sequence, wait_id: taken.waitId };
 }
 
-async function reject(
-  tx: Tx,
-  record: Omit<NewSignal, "id" | "outcome">,
-  outcome: "rejected_idempotency_conflict" | "rejected_not_active" | "rejected_not_waiting",
-  detail: string,
-): Promise<IntakeAnswer> {
-  const id = newId("sg");
-  await insertRejectedSignal(tx, { ...record, id, outcome });
-  return { outcome, detail, signal_id: id };
-}
 
 function parseBody(body: Uint8Array): { text: string; value: unknown } | { error: string } | { tooDeep: true } {
   let text: string;

@@ -26,13 +26,6 @@ export async function findWaitByKey(q: Queryable, runId: string, key: string): P
   return normalise(await selectWaits(q).where(and(eq(waits.runId, runId), eq(waits.key, key))))[0];
 }
 
-export async function hasOpenWait(q: Queryable, runId: string, signal: string): Promise<boolean> {
-  const rows = await q
-    .select({ id: waits.id })
-    .from(waits)
-    .where(and(eq(waits.runId, runId), eq(waits.signal, signal), eq(waits.status, "waiting")));
-  return rows.length > 0;
-}
 
 export interface WaitFilter {
   runId?: string;
