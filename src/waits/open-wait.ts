@@ -1,5 +1,5 @@
-import { and, asc, eq, getTableColumns, gt, inArray, isNull, sql } from "drizzle-orm";
-import { withTransaction, type Deps } from "../core/context.ts";
+import { and, asc, eq, getTableColumns, gt, isNull, sql } from "drizzle-orm";
+import { pgCode, withTransaction, type Deps } from "../core/context.ts";
 import { BadRequestError, ConflictError, NotFoundError } from "../core/errors.ts";
 import { newId } from "../core/ids.ts";
 import type { Tx } from "../db/client.ts";
@@ -80,9 +80,7 @@ export async function openWait(deps: Pick<Deps, "db" | "config" | "signalTypeCac
       }
     }
     if (run.status === "cancelled") throw new ConflictError(`run '${input.runId}' is cancelled`);
-    const open = await tx.select({ signal: waits.signal }).from(waits).where(and(eq(waits.runId, input.runId), eq(waits.status, "waiting"), inArray(waits.signal, names)));
-    if (open.length > 0) throw new ConflictError(`run '${input.runId}' already has an open wait for signal '${open[0]!.signal}'`);
-
+    // One open wait per run and name: the unique index decides (no read first).
     const inserted = await tx
       .insert(waits)
       .values(
@@ -101,7 +99,13 @@ export async function openWait(deps: Pick<Deps, "db" | "config" | "signalTypeCac
           quorum: p.spec.quorum ?? null,
         })),
       )
-      .returning({ ...getTableColumns(waits), overdue: sql<boolean>`${waits.timeoutAt} <= now()` });
+      .returning({ ...getTableColumns(waits), overdue: sql<boolean>`${waits.timeoutAt} <= now()` })
+      .catch((err: unknown) => {
+        if (pgCode(err) === "23505" && constraintOf(err) === "waits_one_open") {
+          throw new ConflictError(`run '${input.runId}' already has an open wait for signal ${names.map((n) => `'${n}'`).join(" or ")}`);
+        }
+        throw err;
+      });
     await recordEvents(tx, plan.map((p) => ({ runId: input.runId, type: "signal.waiting", waitId: p.id, data: { signal: p.spec.signal, kind: p.kind } })));
 
     // Members first: a member consuming a buffered signal may settle the parent at once.
@@ -159,4 +163,10 @@ async function consumeBufferedSignal(tx: Tx, runId: string, signal: string, wait
   await tx.update(signals).set({ waitId }).where(eq(signals.id, buffered.id));
   await resolveWaits(tx, sql`id = ${waitId}::text`, { status: "received", event: "signal.received", signalId: buffered.id });
   return true;
+}
+
+/** The constraint a Postgres error names (postgres.js puts it on the error drizzle wraps). */
+function constraintOf(err: unknown): string | undefined {
+  const e = err as { constraint_name?: string; cause?: { constraint_name?: string } };
+  return e?.constraint_name ?? e?.cause?.constraint_name;
 }
