@@ -6,6 +6,7 @@ import type { WaitStatus } from "../waits/wait-view.ts";
 import { findWait } from "../waits/waits.queries.ts";
 import { verifyLink, type LinkClaims } from "./approval-links.ts";
 import { claimLink, findLinkUse } from "./approvals.queries.ts";
+import { isStorable } from "../core/storable-text.ts";
 
 export const MAX_COMMENT_CHARS = 2000;
 
@@ -104,7 +105,7 @@ export async function respondToLink(deps: Pick<Deps, "db" | "secrets" | "secretB
 /** Browsers send textarea line breaks as CRLF; blank means no comment. */
 function normaliseComment(raw: string | undefined): string | undefined {
   const text = (raw ?? "").replace(/\r\n?/g, "\n").trim();
-  if (text.includes("\u0000") || !text.isWellFormed()) {
+  if (!isStorable(text)) {
     throw new LinkError("bad_comment", 400, "The comment cannot be stored", "It contains a NUL character or a broken surrogate pair. The link was not used.");
   }
   if (text.length > MAX_COMMENT_CHARS) {

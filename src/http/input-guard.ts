@@ -2,6 +2,7 @@ import type { MiddlewareHandler } from "hono";
 import { BadRequestError } from "../core/errors.ts";
 import { jsonDepthExceeds } from "../core/json-text.ts";
 import { escapePointer } from "../core/json-pointer.ts";
+import { findUnstorable, isStorable, toStorable } from "../core/storable-text.ts";
 
 /**
  * Management JSON bodies may nest this deep: room for a batch item's payload (which intake
@@ -30,7 +31,7 @@ export function inputGuard(opts: { skipBody(method: string, path: string): boole
     for (const [name, values] of Object.entries(c.req.queries())) {
       if (!isStorable(name) || values.some((v) => !isStorable(v))) {
         throw new BadRequestError(`query parameter '${name}' must not contain NUL or unpaired surrogates`, [
-          { path: `/${escapePointer(printable(name))}`, message: "has an unstorable character" },
+          { path: `/${escapePointer(toStorable(name))}`, message: "has an unstorable character" },
         ]);
       }
     }
@@ -55,21 +56,4 @@ export function inputGuard(opts: { skipBody(method: string, path: string): boole
     }
     return next();
   };
-}
-
-const isStorable = (s: string) => !s.includes("\u0000") && s.isWellFormed();
-/** The same text with NUL and unpaired surrogates replaced by U+FFFD, so it can be shown. */
-const printable = (s: string) => s.replace(/\u0000/g, "\uFFFD").toWellFormed();
-
-/** The JSON Pointer of the first string (key or value) Postgres cannot store, or null. */
-function findUnstorable(value: unknown, path: string): string | null {
-  if (typeof value === "string") return isStorable(value) ? null : path;
-  if (value === null || typeof value !== "object") return null;
-  for (const [k, v] of Object.entries(value)) {
-    const here = `${path}/${escapePointer(printable(k))}`; // the pointer itself must be printable
-    if (!isStorable(k)) return here;
-    const inner = findUnstorable(v, here);
-    if (inner !== null) return inner;
-  }
-  return null;
 }

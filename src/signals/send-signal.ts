@@ -5,7 +5,8 @@ import { withTransaction, type Deps } from "../core/context.ts";
 import { debugPoint } from "../core/debug-point.ts";
 import type { ValidationIssue } from "../core/errors.ts";
 import { newId } from "../core/ids.ts";
-import { escapePointer, valueAt } from "../core/json-pointer.ts";
+import { valueAt } from "../core/json-pointer.ts";
+import { findUnstorable, toStorable } from "../core/storable-text.ts";
 import { jsonDepthExceeds } from "../core/json-text.ts";
 import type { Queryable, Tx } from "../db/client.ts";
 import { recordEvent } from "../events/events.queries.ts";
@@ -179,28 +180,14 @@ function checkPayload(type: SignalTypeRow, value: unknown): ValidationIssue[] {
       issues.push({ path: "/response", message: `must be one of: ${type.responses.join(", ")}` });
     }
   }
-  const unsafe = findUnstorableString(value, "");
+  const unsafe = findUnstorable(value);
   if (unsafe !== null) issues.push({ path: unsafe, message: "must not contain \\u0000 or unpaired UTF-16 surrogates" });
   // A pointer names the offending key, which may itself hold NUL or a lone surrogate: make it
   // storable (validation_errors is jsonb) and printable.
-  return issues.slice(0, 20).map((i) => ({ path: storable(i.path), message: storable(i.message) }));
+  return issues.slice(0, 20).map((i) => ({ path: toStorable(i.path), message: toStorable(i.message) }));
 }
 
-const storable = (s: string) => s.replace(/\u0000/g, "\uFFFD").toWellFormed();
 
-/** Postgres cannot store NUL in text or jsonb, and lone surrogates break jsonb and UTF-8 consumers. */
-function findUnstorableString(value: unknown, path: string): string | null {
-  const bad = (s: string) => s.includes("\u0000") || !s.isWellFormed();
-  if (typeof value === "string") return bad(value) ? path : null;
-  if (value === null || typeof value !== "object") return null;
-  for (const [k, v] of Object.entries(value)) {
-    const here = `${path}/${escapePointer(k)}`;
-    if (bad(k)) return here;
-    const inner = findUnstorableString(v, here);
-    if (inner !== null) return inner;
-  }
-  return null;
-}
 
 /** The type's auth with its signing secrets decrypted for this request only. */
 function openAuth(box: SecretBox | undefined, type: SignalTypeRow): SignalAuth {

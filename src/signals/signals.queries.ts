@@ -2,6 +2,7 @@ import { and, asc, eq, isNotNull, sql, type SQL } from "drizzle-orm";
 import type { Queryable } from "../db/client.ts";
 import { signals } from "../db/schema.ts";
 import type { ValidationIssue } from "../core/errors.ts";
+import { toStorable } from "../core/storable-text.ts";
 
 export type SignalRow = typeof signals.$inferSelect;
 
@@ -62,8 +63,8 @@ export async function insertRejectedSignal(q: Queryable, s: NewSignal): Promise<
 
 /** jsonb holds neither NUL nor unpaired surrogates: a pointer naming such a key is shown with U+FFFD. */
 const storable = (issue: ValidationIssue): ValidationIssue => ({
-  path: issue.path.replace(/\u0000/g, "\uFFFD").toWellFormed(),
-  message: issue.message.replace(/\u0000/g, "\uFFFD").toWellFormed(),
+  path: toStorable(issue.path),
+  message: toStorable(issue.message),
 });
 
 export interface SignalFilter {

@@ -21,21 +21,24 @@ export const EXPIRY_BATCH = 1000;
  */
 export async function expireWait(deps: Pick<Deps, "db" | "metrics">, waitId: string): Promise<"timed_out" | "not_waiting" | "rescheduled"> {
   await debugPoint("expire-wait:read", waitId); // tests: the job has started; a signal may commit here
+  let tookOwn = false;
   for (let batch = 0; batch < 100; batch++) {
-    const more = await withTransaction(deps.db, (tx) => expireDueBatch(deps, tx, waitId));
-    if (!more) break;
+    const step = await withTransaction(deps.db, (tx) => expireDueBatch(deps, tx, waitId));
+    tookOwn ||= step.tookOwn;
+    if (!step.more) break;
   }
-  return withTransaction(deps.db, (tx) => expireOwn(deps, tx, waitId));
+  // Usually a batch took this job's own wait; only otherwise look at it alone.
+  return tookOwn ? "timed_out" : withTransaction(deps.db, (tx) => expireOwn(deps, tx, waitId));
 }
 
-/** One batch of due waits whose runs no other transaction holds; true when there may be more. */
-async function expireDueBatch(deps: Pick<Deps, "metrics">, tx: Tx, ownId: string): Promise<boolean> {
+/** One batch of due waits whose runs no other transaction holds; `more` when there may be more. */
+async function expireDueBatch(deps: Pick<Deps, "metrics">, tx: Tx, ownId: string): Promise<{ more: boolean; tookOwn: boolean }> {
   const due = await tx.execute<{ id: string }>(sql`
     select w.id from signalbox.waits w join signalbox.runs r on r.run_id = w.run_id
     where w.status = 'waiting' and w.timeout_at <= now()
     order by w.timeout_at limit ${EXPIRY_BATCH}
     for update of r skip locked`);
-  if (due.length === 0) return false;
+  if (due.length === 0) return { more: false, tookOwn: false };
   const expired = await resolveWaits(tx, sql`id in (select json_array_elements_text(${JSON.stringify(due.map((w) => w.id))}::json)) and timeout_at <= now()`, {
     status: "timed_out",
     event: "signal.timeout",
@@ -43,8 +46,9 @@ async function expireDueBatch(deps: Pick<Deps, "metrics">, tx: Tx, ownId: string
   // Their timeout jobs have nothing left to do: drop them rather than run them.
   await removeJobs(tx, expired.filter((w) => w.id !== ownId).map((w) => jobKeys.expire(w.id)));
   recordLag(deps, expired);
-  if (expired.some((w) => w.id === ownId)) await debugPoint("expire-wait:resolved", ownId); // tests: resolved, not yet committed
-  return due.length === EXPIRY_BATCH;
+  const tookOwn = expired.some((w) => w.id === ownId);
+  if (tookOwn) await debugPoint("expire-wait:resolved", ownId); // tests: resolved, not yet committed
+  return { more: due.length === EXPIRY_BATCH, tookOwn };
 }
 
 /** This job's own wait, if the batches did not take it (its run was busy, or it is not due). */
