@@ -22,7 +22,7 @@ export interface BenchServer {
  * BENCH_DATABASE_URL when set, else a throwaway embedded cluster in a temp dir (removed by stop).
  * With `statements`, the embedded cluster is restarted once with pg_stat_statements preloaded.
  */
-export async function startServer(env: NodeJS.ProcessEnv, opts: { statements: boolean }): Promise<BenchServer> {
+export async function startServer(env: NodeJS.ProcessEnv, opts: { statements: boolean; nested?: boolean }): Promise<BenchServer> {
   if (env.BENCH_DATABASE_URL) return { url: env.BENCH_DATABASE_URL, origin: "BENCH_DATABASE_URL", statements: false, stop: async () => {} };
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), "signalbox-bench-"));
   // As root, Postgres runs as the `postgres` user: it must be able to reach its data dir.
@@ -34,7 +34,9 @@ export async function startServer(env: NodeJS.ProcessEnv, opts: { statements: bo
     embedded = await startEmbeddedPostgres(dir, log);
     if (opts.statements) {
       const c = postgres(embedded.url, { max: 1, onnotice: () => {} });
-      await c.unsafe("alter system set shared_preload_libraries = 'pg_stat_statements'").finally(() => c.end({ timeout: 5 }));
+      await c.unsafe("alter system set shared_preload_libraries = 'pg_stat_statements'");
+      // Nested: also the statements run inside functions (accept_signals, add_jobs), to see where their time goes.
+      await c.unsafe(`alter system set pg_stat_statements.track = '${opts.nested ? "all" : "top"}'`).finally(() => c.end({ timeout: 5 }));
       await embedded.stop();
       embedded = await startEmbeddedPostgres(dir, log);
     }
@@ -154,7 +156,7 @@ export async function pgbenchVersion(): Promise<string> {
 export interface StatementStats {
   /** Statements the clients sent (top level; functions' inner statements not counted). */
   calls: number;
-  top: Array<{ calls: number; totalMs: number; query: string }>;
+  top: Array<{ calls: number; totalMs: number; query: string; nested: boolean }>;
 }
 
 /** pg_stat_statements for one database: reset, then read what ran since. */
@@ -168,15 +170,15 @@ export function statementStats(url: string) {
     },
     async read(): Promise<StatementStats> {
       await ready;
-      const rows = await c.unsafe<{ calls: string; total_ms: number; query: string }[]>(`
-        select calls, total_exec_time as total_ms, regexp_replace(query, '\\s+', ' ', 'g') as query
+      const rows = await c.unsafe<{ calls: string; total_ms: number; query: string; toplevel: boolean }[]>(`
+        select calls, total_exec_time as total_ms, regexp_replace(query, '\\s+', ' ', 'g') as query, toplevel
         from pg_stat_statements
         where dbid = (select oid from pg_database where datname = current_database())
           and query not ilike '%pg_stat_statements%'
         order by calls desc`);
       return {
-        calls: rows.reduce((n, r) => n + Number(r.calls), 0),
-        top: rows.map((r) => ({ calls: Number(r.calls), totalMs: Number(r.total_ms), query: r.query })),
+        calls: rows.filter((r) => r.toplevel).reduce((n, r) => n + Number(r.calls), 0),
+        top: rows.map((r) => ({ calls: Number(r.calls), totalMs: Number(r.total_ms), query: r.query, nested: !r.toplevel })),
       };
     },
     close: () => c.end({ timeout: 5 }),

@@ -11,7 +11,8 @@
  *
  * Knobs (environment): BENCH_DATABASE_URL, BENCH_CONCURRENCY (32), BENCH_PHASE_S (10),
  * BENCH_TIMER_WAITS (10000), BENCH_STATEMENTS=1 (load pg_stat_statements into the embedded
- * server and report statements per operation; costs a little throughput), BENCH_STRICT=1
+ * server and report statements per operation; costs a little throughput; =nested also lists
+ * the statements inside functions), BENCH_STRICT=1
  * (exit 1 when a target is missed), PGBENCH (path), and any SIGNALBOX_* variable, which is
  * passed on to the service.
  */
@@ -96,7 +97,7 @@ async function main() {
 
   // ---- Postgres and the pgbench anchor ----
   log("starting Postgres");
-  const server = await startServer(env, { statements: env.BENCH_STATEMENTS === "1" });
+  const server = await startServer(env, { statements: env.BENCH_STATEMENTS === "1" || env.BENCH_STATEMENTS === "nested", nested: env.BENCH_STATEMENTS === "nested" });
   cleanups.push(() => server.stop());
   const pids: { service?: number; postmaster?: number } = { postmaster: postmasterPid(server.dataDir) };
   const phases: PhaseRecord[] = [];
@@ -423,7 +424,7 @@ async function main() {
           "signalbox",
           `DB pool ${POOL_SIZE}, worker concurrency ${env.SIGNALBOX_WORKER_CONCURRENCY ?? 8}, poll interval ${env.SIGNALBOX_POLL_INTERVAL_MS ?? 250} ms`,
         ],
-        ["load", `${CONCURRENCY} keep-alive HTTP connections (fetch), phases of ${PHASE_MS / 1000} s, on the same cores`],
+        ["load", `${CONCURRENCY} keep-alive HTTP connections (raw sockets, bench/http-client.ts), phases of ${PHASE_MS / 1000} s, on the same cores`],
         ["machine busy before start", Number.isNaN(busyBefore) ? "n/a" : `${(busyBefore * 100).toFixed(0)}% of all cores (other processes; see "other procs" below)`],
       ],
     ),
@@ -470,8 +471,8 @@ async function main() {
     for (const p of phases) {
       if (!p.statements) continue;
       console.log(`\n-- ${p.name}: statements per operation (pg_stat_statements, top 12 by calls)`);
-      for (const t of p.statements.top.slice(0, 12)) {
-        console.log(`  ${(t.calls / p.ops).toFixed(2).padStart(6)}  ${(t.totalMs / t.calls).toFixed(3).padStart(7)} ms  ${t.query.slice(0, 150)}`);
+      for (const t of p.statements.top.slice(0, env.BENCH_STATEMENTS === "nested" ? 30 : 12)) {
+        console.log(`  ${(t.calls / p.ops).toFixed(2).padStart(6)}  ${(t.totalMs / t.calls).toFixed(3).padStart(7)} ms  ${t.nested ? "(nested) " : ""}${t.query.slice(0, 150)}`);
       }
     }
   }

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { freePort } from "../src/core/free-port.ts";
+import { rawHttpClient } from "./http-client.ts";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 const MAX_ECHOED_LINES = 40;
@@ -22,7 +23,9 @@ export interface Service {
  */
 export async function startService(env: Record<string, string>): Promise<Service> {
   const port = await freePort();
-  const child: ChildProcess = spawn(process.execPath, ["src/main.ts"], {
+  // BENCH_NODE_FLAGS, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof": Node refuses some flags in NODE_OPTIONS.
+  const flags = (process.env.BENCH_NODE_FLAGS ?? "").split(" ").filter(Boolean);
+  const child: ChildProcess = spawn(process.execPath, [...flags, "src/main.ts"], {
     cwd: ROOT,
     env: { ...process.env, ...env, PORT: String(port) },
     stdio: ["ignore", "pipe", "pipe"],
@@ -80,18 +83,14 @@ export async function startService(env: Record<string, string>): Promise<Service
 }
 
 
-/** A minimal JSON client for the management API and intake. */
+/** A minimal JSON client for the management API and intake (raw keep-alive sockets; see http-client.ts). */
 export function apiClient(baseUrl: string, token: string) {
+  const send = rawHttpClient(baseUrl, { authorization: `Bearer ${token}` });
   return async function request<T = unknown>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }> {
-    const res = await fetch(baseUrl + path, {
-      method,
-      headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
-    const text = await res.text();
-    let parsed: unknown = text;
+    const res = await send(method, path, body === undefined ? undefined : JSON.stringify(body));
+    let parsed: unknown = res.body;
     try {
-      parsed = text ? JSON.parse(text) : null;
+      parsed = res.body ? JSON.parse(res.body) : null;
     } catch {
       // keep the text
     }

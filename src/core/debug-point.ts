@@ -17,6 +17,11 @@ export async function debugPoint(name: DebugPointName, subject = ""): Promise<vo
   if (hook) await hook(subject);
 }
 
+/** True when a test holds `name`: intake then takes the path that stops there (not the batched one). */
+export function debugPointArmed(name: DebugPointName): boolean {
+  return hooks.size > 0 && hooks.has(name);
+}
+
 /** Tests only: registers (or with `undefined`, removes) the hook for `name`. */
 export function setDebugHook(name: DebugPointName, fn: DebugHook | undefined): void {
   if (fn) hooks.set(name, fn);

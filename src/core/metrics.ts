@@ -39,6 +39,12 @@ export function createMetrics(opts: { defaultMetrics?: boolean } = {}) {
       buckets: [1, 2, 3, 5, 8, 10, 20],
       registers: [registry],
     }),
+    intakeBatchSize: new Histogram({
+      name: "signalbox_intake_batch_size",
+      help: "Signals committed together by one intake transaction (group commit; 1 when traffic is light)",
+      buckets: [1, 2, 4, 8, 16, 32, 64],
+      registers: [registry],
+    }),
     jobQueueDepth: new Gauge({ name: "signalbox_job_queue_depth", help: "Jobs in the queue (pending, scheduled or running)", registers: [registry] }),
     httpDuration: new Histogram({
       name: "signalbox_http_request_duration_seconds",

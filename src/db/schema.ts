@@ -111,7 +111,9 @@ export const waits = signalbox.table(
     index("waits_signal_status_created").on(t.signal, t.status, t.createdAt, t.id),
     index("waits_status_created").on(t.status, t.createdAt, t.id),
     index("waits_open_deadline").on(t.timeoutAt).where(sql`${t.status} = 'waiting'`),
-    index("waits_metadata").using("gin", sql`${t.metadata} jsonb_path_ops`),
+    // Partial: most waits carry no metadata, and an empty object would still cost every insert
+    // and status change a GIN entry. Queries add `metadata <> '{}'` so the planner may use it.
+    index("waits_metadata").using("gin", sql`${t.metadata} jsonb_path_ops`).where(sql`${t.metadata} <> '{}'::jsonb`),
     index("waits_parent").on(t.parentWaitId).where(sql`${t.parentWaitId} is not null`),
     check("waits_kind", sql`${t.kind} in ('external', 'timer', 'sensor', 'all', 'any')`),
   ],

@@ -15,17 +15,19 @@ export interface JobOptions {
 
 /**
  * Enqueues a job through the caller's transaction, so the job exists if and only if the
- * state change that needs it commits. The only place that writes graphile_worker SQL.
+ * state change that needs it commits. The only place that writes graphile_worker SQL. It goes
+ * through signalbox.add_job(s) (migration 0006): graphile-worker's functions run with generic
+ * plans there, about half the cost of re-planning them on every call.
  */
 export async function addJob(tx: Queryable, task: TaskName, payload: Record<string, unknown>, opts: JobOptions = {}) {
   const rows = await tx.execute<{ id: string | null }>(sql`
-    select id from graphile_worker.add_job(
+    select id from signalbox.add_job(
       ${task}::text,
       ${JSON.stringify(payload)}::json,
-      run_at := ${opts.runAt ?? sql`now()`},
-      max_attempts := ${opts.maxAttempts ?? 25}::int,
-      job_key := ${opts.jobKey ?? null}::text,
-      job_key_mode := ${opts.jobKeyMode ?? "replace"}::text)`);
+      ${opts.runAt ?? sql`now()`},
+      ${opts.maxAttempts ?? 25}::int,
+      ${opts.jobKey ?? null}::text,
+      ${opts.jobKeyMode ?? "replace"}::text)`);
   // graphile/worker#580: under contention on one key add_job can return a null row; retry the tx.
   if (!rows[0]?.id) throw Object.assign(new Error("add_job returned no job"), { code: "40001" });
 }
@@ -37,7 +39,7 @@ export async function addJob(tx: Queryable, task: TaskName, payload: Record<stri
 export async function addJobsForIds(tx: Queryable, task: TaskName, ids: string[], keyPrefix: string) {
   if (ids.length === 0) return;
   await tx.execute(sql`
-    select count(*) from graphile_worker.add_jobs(array(
+    select count(*) from signalbox.add_jobs(array(
       select json_populate_record(null::graphile_worker.job_spec,
         json_build_object('identifier', ${task}::text, 'payload', json_build_object('id', ids.id),
                           'job_key', ${keyPrefix}::text || ids.id, 'max_attempts', 25))

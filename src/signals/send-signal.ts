@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { openSecrets, type SecretBox } from "../auth/secret-box.ts";
 import { withTransaction, type Deps } from "../core/context.ts";
-import { debugPoint } from "../core/debug-point.ts";
+import { debugPoint, debugPointArmed } from "../core/debug-point.ts";
 import type { ValidationIssue } from "../core/errors.ts";
 import { newId } from "../core/ids.ts";
 import { valueAt } from "../core/json-pointer.ts";
@@ -17,6 +17,7 @@ import { loadSignalType } from "../signal-types/signal-type-cache.ts";
 import { castVote } from "../waits/cast-vote.ts";
 import { resolveWaits } from "../waits/resolve-waits.ts";
 import { authenticateIntake, type IntakeCredentials } from "./authenticate-intake.ts";
+import { intakeBatcherFor, type BatchAnswer } from "./intake-batcher.ts";
 import type { IntakeAnswer } from "./signal-outcome.ts";
 import { claimWebhookId, findAcceptedByKey, insertIncomingSignal, insertRejectedSignal, type NewSignal } from "./signals.queries.ts";
 
@@ -52,7 +53,7 @@ const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
  * Takes one signal from an external sender: authenticate, parse, validate, then in one
  * transaction under the run's lock resolve the open wait (or buffer, or reject) and record it.
  */
-export async function sendSignal(deps: Pick<Deps, "db" | "secretBox" | "signalTypeCache">, input: SignalIntake): Promise<IntakeAnswer> {
+export async function sendSignal(deps: Pick<Deps, "db" | "secretBox" | "signalTypeCache" | "metrics">, input: SignalIntake): Promise<IntakeAnswer> {
   const type = await loadSignalType(deps, input.signal);
   if (!type) {
     // API.md: 404 for an unknown type. Only a management caller is authenticated, so only its
@@ -98,8 +99,32 @@ export async function sendSignal(deps: Pick<Deps, "db" | "secretBox" | "signalTy
   const problems = checkPayload(type, parsed.value);
   if (problems.length > 0) return recordRejection(deps.db, record, "rejected_invalid_payload", "the payload does not satisfy the signal type's schema", problems);
 
+  if (input.claim === undefined && input.expectWaitId === undefined && !debugPointArmed("send-signal:locked")) {
+    const batched = await intakeBatcherFor(deps.db, deps.metrics).accept({ ...record, id: newId("sg"), bufferTtlS: type.bufferTtlS });
+    if (batched.outcome !== "slow") return batchedAnswer(batched, record);
+  }
   return withTransaction(deps.db, (tx) => acceptSignal(tx, type, record, parsed.value, input));
 }
+
+/** The intake answer for what `signalbox.accept_signals` did (the same words as acceptSignal's). */
+function batchedAnswer(a: Exclude<BatchAnswer, { outcome: "slow" }>, record: Pick<NewSignal, "runId" | "signal">): IntakeAnswer {
+  switch (a.outcome) {
+    case "received":
+    case "buffered":
+    case "duplicate":
+      return { outcome: a.outcome, signal_id: a.signalId, sequence: a.sequence, wait_id: a.waitId };
+    case "rejected_idempotency_conflict":
+      return { outcome: a.outcome, signal_id: a.signalId, detail: IDEMPOTENCY_CONFLICT };
+    case "rejected_not_active":
+      return { outcome: a.outcome, signal_id: a.signalId, detail: notActive(record.runId) };
+    case "rejected_not_waiting":
+      return { outcome: a.outcome, signal_id: a.signalId, detail: notWaiting(record) };
+  }
+}
+
+const IDEMPOTENCY_CONFLICT = "this idempotency key was used with a different payload";
+const notActive = (runId: string) => `run '${runId}' is cancelled`;
+const notWaiting = (r: Pick<NewSignal, "runId" | "signal">) => `run '${r.runId}' has no open wait for signal '${r.signal}'`;
 
 type RecordedRejection = "rejected_unknown_signal" | "invalid_json" | "rejected_invalid_payload" | "rejected_idempotency_conflict" | "rejected_not_active" | "rejected_not_waiting";
 
@@ -135,16 +160,16 @@ async function acceptSignal(
       if (earlier.payloadHash === record.payloadHash) {
         return { outcome: "duplicate", signal_id: earlier.id, sequence: earlier.sequence!, wait_id: earlier.waitId };
       }
-      return recordRejection(tx, record, "rejected_idempotency_conflict", "this idempotency key was used with a different payload");
+      return recordRejection(tx, record, "rejected_idempotency_conflict", IDEMPOTENCY_CONFLICT);
     }
   }
-  if (run.status === "cancelled") return recordRejection(tx, record, "rejected_not_active", `run '${record.runId}' is cancelled`);
+  if (run.status === "cancelled") return recordRejection(tx, record, "rejected_not_active", notActive(record.runId));
 
   const id = newId("sg");
   // A signal meant for one wait is never buffered: a buffered one would settle a later wait.
   const bufferTtlS = only.expectWaitId === undefined ? type.bufferTtlS : 0;
   const taken = await insertIncomingSignal(tx, { ...record, id, outcome: "received" }, bufferTtlS, only.expectWaitId);
-  if (!taken) return recordRejection(tx, record, "rejected_not_waiting", `run '${record.runId}' has no open wait for signal '${record.signal}'`);
+  if (!taken) return recordRejection(tx, record, "rejected_not_waiting", notWaiting(record));
   if (taken.outcome === "buffered") {
     await recordEvent(tx, { runId: record.runId, type: "signal.buffered", signalId: id, data: { signal: record.signal, sequence: taken.sequence } });
     return { outcome: "buffered", signal_id: id, sequence: taken.sequence, wait_id: null };

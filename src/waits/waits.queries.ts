@@ -46,7 +46,8 @@ export async function listWaits(q: Queryable, f: WaitFilter, limit: number): Pro
   if (f.signal !== undefined) conditions.push(eq(waits.signal, f.signal));
   if (f.status !== undefined) conditions.push(eq(waits.status, f.status));
   if (f.metadata && Object.keys(f.metadata).length > 0) {
-    conditions.push(sql`${waits.metadata} @> ${JSON.stringify(f.metadata)}::jsonb`);
+    // The second clause is implied by the first (the filter is not empty); it lets the planner use the partial GIN index.
+    conditions.push(sql`${waits.metadata} @> ${JSON.stringify(f.metadata)}::jsonb and ${waits.metadata} <> '{}'::jsonb`);
   }
   if (f.deadlineBefore) conditions.push(lt(waits.timeoutAt, f.deadlineBefore));
   if (f.createdBefore) conditions.push(lt(waits.createdAt, f.createdBefore));

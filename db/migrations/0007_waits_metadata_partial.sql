@@ -1,0 +1,2 @@
+DROP INDEX "signalbox"."waits_metadata";--> statement-breakpoint
+CREATE INDEX "waits_metadata" ON "signalbox"."waits" USING gin ("metadata" jsonb_path_ops) WHERE "signalbox"."waits"."metadata" <> '{}'::jsonb;

@@ -1,0 +1,140 @@
+import { sql } from "drizzle-orm";
+import { pgCode } from "../core/context.ts";
+import type { Db } from "../db/client.ts";
+import type { Metrics } from "../core/metrics.ts";
+import type { NewSignal } from "./signals.queries.ts";
+
+export type BatchItem = Omit<NewSignal, "outcome" | "waitId" | "validationErrors" | "bufferTtlS"> & { bufferTtlS: number };
+
+/** What `signalbox.accept_signals` answered for one item; `slow` wrote nothing (the TypeScript path takes it). */
+export type BatchAnswer =
+  | { outcome: "received" | "buffered" | "duplicate"; signalId: string; sequence: number; waitId: string | null }
+  | { outcome: "rejected_idempotency_conflict" | "rejected_not_active" | "rejected_not_waiting"; signalId: string }
+  | { outcome: "slow" };
+
+interface Queued {
+  item: BatchItem;
+  resolve: (a: BatchAnswer) => void;
+  reject: (e: unknown) => void;
+}
+
+const RETRYABLE = new Set(["40001", "40P01"]);
+
+/**
+ * Group commit for intake. Signals arriving while earlier batches are in flight wait for a free
+ * slot and then go to Postgres together: one statement (`signalbox.accept_signals`, migration
+ * 0006) and one commit for all of them, instead of seven round trips and a commit each. Under
+ * light load a batch is one signal sent at once, so nothing waits for a timer; under heavy load
+ * the batches grow, and each signal's share of the commit, the NOTIFY lock and the round trip
+ * shrinks. Every signal is still answered only after its batch has committed.
+ */
+export class IntakeBatcher {
+  readonly #db: Db;
+  readonly #slots: number;
+  readonly #maxBatch: number;
+  #queue: Queued[] = [];
+  #inFlight = 0;
+
+  readonly #metrics: Metrics | undefined;
+
+  constructor(db: Db, opts: { slots?: number; maxBatch?: number; metrics?: Metrics } = {}) {
+    this.#db = db;
+    this.#metrics = opts.metrics;
+    this.#slots = opts.slots ?? 4;
+    this.#maxBatch = opts.maxBatch ?? 64;
+  }
+
+  accept(item: BatchItem): Promise<BatchAnswer> {
+    return new Promise((resolve, reject) => {
+      this.#queue.push({ item, resolve, reject });
+      this.#pump();
+    });
+  }
+
+  #pump() {
+    while (this.#inFlight < this.#slots && this.#queue.length > 0) {
+      const batch = this.#queue.splice(0, this.#maxBatch);
+      this.#inFlight++;
+      void this.#run(batch).finally(() => {
+        this.#inFlight--;
+        this.#pump();
+      });
+    }
+  }
+
+  async #run(batch: Queued[]): Promise<void> {
+    try {
+      const answers = await this.#send(batch.map((q) => q.item));
+      this.#metrics?.intakeBatchSize.observe(batch.length);
+      batch.forEach((q, i) => q.resolve(answers[i]!));
+    } catch (err) {
+      // A Postgres error (it has a SQLSTATE) rolled the batch back: one bad signal must not fail
+      // its neighbours, so each goes again on its own. Without one (the connection broke) the
+      // batch may have committed, and sending it again could record it twice: fail them all.
+      if (batch.length === 1 || !pgCode(err)) return batch.forEach((q) => q.reject(err));
+      await Promise.all(batch.map((q) => this.#run([q])));
+    }
+  }
+
+  /** One statement, one transaction; retried whole on a serialization failure or deadlock. */
+  async #send(items: BatchItem[]): Promise<BatchAnswer[]> {
+    const json = JSON.stringify(
+      items.map((s, i) => ({
+        i,
+        id: s.id,
+        run_id: s.runId,
+        signal: s.signal,
+        payload: s.payload,
+        payload_hash: s.payloadHash,
+        idempotency_key: s.idempotencyKey,
+        buffer_ttl_s: s.bufferTtlS,
+      })),
+    );
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const rows = await this.#db.execute<Row>(sql`select * from signalbox.accept_signals(${json}::json)`);
+        const answers: BatchAnswer[] = new Array(items.length);
+        for (const r of rows) answers[r.item] = toAnswer(r);
+        if (answers.some((a) => a === undefined) || rows.length !== items.length) throw new Error("accept_signals: missing answers");
+        return answers;
+      } catch (err) {
+        const code = pgCode(err);
+        if (attempt >= 5 || !code || !RETRYABLE.has(code)) throw err;
+      }
+    }
+  }
+}
+
+type Row = Record<string, unknown> & {
+  item: number;
+  answer: string;
+  answer_signal_id: string | null;
+  answer_sequence: number | string | null;
+  answer_wait_id: string | null;
+};
+
+function toAnswer(r: Row): BatchAnswer {
+  switch (r.answer) {
+    case "received":
+    case "buffered":
+    case "duplicate":
+      return { outcome: r.answer, signalId: r.answer_signal_id!, sequence: Number(r.answer_sequence), waitId: r.answer_wait_id };
+    case "rejected_idempotency_conflict":
+    case "rejected_not_active":
+    case "rejected_not_waiting":
+      return { outcome: r.answer, signalId: r.answer_signal_id! };
+    case "slow":
+      return { outcome: "slow" };
+    default:
+      throw new Error(`accept_signals: unknown answer ${r.answer}`);
+  }
+}
+
+const batchers = new WeakMap<Db, IntakeBatcher>();
+
+/** The batcher of this database handle (one per pool: its slots share that pool's connections). */
+export function intakeBatcherFor(db: Db, metrics?: Metrics): IntakeBatcher {
+  let b = batchers.get(db);
+  if (!b) batchers.set(db, (b = new IntakeBatcher(db, { metrics })));
+  return b;
+}

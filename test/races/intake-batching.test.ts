@@ -1,0 +1,177 @@
+import postgres from "postgres";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { startCallbackReceiver } from "../helpers/callback-receiver.ts";
+import { body, intake, openWait } from "../helpers/http.ts";
+import { drainJobs, holdAt, lockWaiters, releaseAllGates, resolutionEvents, settledWait } from "../helpers/race-gates.ts";
+import { startTestApp, type TestApp } from "../helpers/test-app.ts";
+
+// Group commit at intake (src/signals/intake-batcher.ts, signalbox.accept_signals): signals that
+// arrive while earlier batches are in flight are committed together, yet each is answered as if
+// it had been alone, one bad signal does not fail its neighbours, two batches never deadlock,
+// and a batch holding a run's lock wins against that run's timeout exactly as a lone signal does.
+
+let app: TestApp;
+let engine: Awaited<ReturnType<typeof startCallbackReceiver>>;
+let sql: postgres.Sql;
+beforeAll(async () => {
+  app = await startTestApp();
+  engine = await startCallbackReceiver();
+  sql = postgres(app.databaseUrl, { max: 4, onnotice: () => {} });
+  for (const [name, ttl] of [["approval", 0], ["buffered", 60]] as const) {
+    const res = await app.api(`/signal-types/${name}`, { method: "PUT", json: { auth: { scheme: "none" }, buffer_ttl_s: ttl } });
+    expect(res.status).toBe(201);
+  }
+});
+afterEach(() => releaseAllGates());
+afterAll(async () => {
+  await sql?.end({ timeout: 5 });
+  await app?.close();
+  await engine?.close();
+});
+
+/** Holds run `runId`'s row lock in a transaction of the test's own until `release()`. */
+async function holdRunLock(runId: string) {
+  let release!: () => void;
+  const released = new Promise<void>((r) => (release = r));
+  let locked!: () => void;
+  const isLocked = new Promise<void>((r) => (locked = r));
+  const done = sql.begin(async (tx) => {
+    await tx`insert into signalbox.runs (run_id) values (${runId}) on conflict (run_id) do update set run_id = excluded.run_id`;
+    locked();
+    await released;
+  });
+  await isLocked;
+  return { release: async () => (release(), await done) };
+}
+
+async function batchMetrics(): Promise<{ count: number; sum: number }> {
+  const text = await (await fetch(`${app.baseUrl}/metrics`)).text();
+  const read = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, "m").exec(text)?.[1] ?? 0);
+  return { count: read("signalbox_intake_batch_size_count"), sum: read("signalbox_intake_batch_size_sum") };
+}
+
+describe("signals arriving together", () => {
+  it("are committed in one batch while the slots are busy, each answered as if alone", async () => {
+    // Four signals for a locked run fill the four slots; 24 more for other runs queue meanwhile.
+    const waits = new Map<string, string>();
+    for (let i = 0; i < 24; i++) waits.set(`gc-${i}`, (await openWait(app, `gc-${i}`, { signal: "approval" })).body.id);
+    const blockerWait = (await openWait(app, "gc-blocked", { signal: "approval" })).body.id;
+    const lock = await holdRunLock("gc-blocked");
+    const before = await batchMetrics();
+
+    const blocked = Array.from({ length: 4 }, (_, i) => intake(app, "gc-blocked", "approval", JSON.stringify({ i })));
+    await lockWaiters(sql, 4); // all four slots wait on the lock
+    const queued = [...waits.keys()].map((run) => intake(app, run, "approval", JSON.stringify({ run })));
+    await new Promise((r) => setTimeout(r, 300)); // the 24 requests reach the batcher and queue
+    await lock.release();
+
+    const answers = await Promise.all(queued);
+    answers.forEach((a, i) => {
+      expect(a.status).toBe(202);
+      expect(a.body).toMatchObject({ outcome: "received", sequence: 1, wait_id: waits.get(`gc-${i}`) });
+    });
+    const blockedAnswers = (await Promise.all(blocked)).map((a) => a.body!);
+    expect(blockedAnswers.filter((a) => a.outcome === "received")).toHaveLength(1);
+    expect(blockedAnswers.filter((a) => a.outcome === "rejected_not_waiting")).toHaveLength(3);
+    expect((await settledWait(app, blockerWait, 0)).status).toBe("received");
+
+    const after = await batchMetrics();
+    expect(after.sum - before.sum).toBe(28);
+    // 4 batches of one (the locked run), then the 24 that queued together (at most 64 a batch).
+    expect(after.count - before.count).toBe(5);
+  });
+
+  it("one signal that fails in Postgres fails alone: its batch neighbours are retried one by one and succeed", async () => {
+    await sql.unsafe(`
+      create function signalbox.test_boom() returns trigger language plpgsql as $$
+      begin
+        if new.payload like '%boom%' then raise exception 'boom'; end if;
+        return new;
+      end $$;
+      create trigger test_boom before insert on signalbox.signals for each row execute function signalbox.test_boom();`);
+    try {
+      for (let i = 0; i < 6; i++) await openWait(app, `iso-${i}`, { signal: "approval" });
+      await openWait(app, "iso-blocked", { signal: "approval" });
+      const lock = await holdRunLock("iso-blocked");
+      const blocked = Array.from({ length: 4 }, () => intake(app, "iso-blocked", "approval", "{}"));
+      await lockWaiters(sql, 4);
+      const queued = Array.from({ length: 6 }, (_, i) => intake(app, `iso-${i}`, "approval", JSON.stringify({ v: i === 3 ? "boom" : "fine" })));
+      await new Promise((r) => setTimeout(r, 300));
+      await lock.release();
+
+      const statuses = await Promise.all(queued.map(async (p) => (await p).status));
+      expect(statuses).toEqual([202, 202, 202, 500, 202, 202]);
+      await Promise.all(blocked);
+      // The failed one changed nothing: its wait is still open, and the log has no trace of it.
+      const log = await body(app.api("/runs/iso-3/signals"));
+      expect(log.items).toEqual([]);
+      expect((await body(app.api("/runs/iso-3/waits"))).items.map((w: { status: string }) => w.status)).toEqual(["waiting"]);
+    } finally {
+      await sql.unsafe(`drop trigger test_boom on signalbox.signals; drop function signalbox.test_boom();`);
+    }
+  });
+});
+
+describe("signalbox.accept_signals", () => {
+  const item = (i: number, run: string, signal = "buffered") => ({
+    i,
+    id: `sg_test_${run}_${Math.random().toString(36).slice(2)}`,
+    run_id: run,
+    signal,
+    payload: "{}",
+    payload_hash: null,
+    idempotency_key: null,
+    buffer_ttl_s: 60,
+  });
+
+  it("takes its runs in run_id order: two batches naming the same runs in opposite orders never deadlock", async () => {
+    const runs = Array.from({ length: 8 }, (_, i) => `dl-${i}`);
+    const rounds = 40;
+    const send = (order: string[]) => sql`select * from signalbox.accept_signals(${sql.json(order.map((run, i) => item(i, run)))}::json)`;
+    const results = await Promise.all(Array.from({ length: rounds }, (_, k) => send(k % 2 === 0 ? runs : [...runs].reverse())));
+    for (const rows of results) expect(rows.map((r) => r.answer)).toEqual(Array(8).fill("buffered"));
+    // Every run numbered its 40 buffered signals 1..40 with no gap.
+    const [row] = await sql<{ bad: number }[]>`
+      select count(*)::int as bad from signalbox.runs where run_id like 'dl-%' and last_sequence <> ${rounds}`;
+    expect(row!.bad).toBe(0);
+  });
+
+  it("answers each item in the order given, whatever order it took the runs in", async () => {
+    const order = ["ord-c", "ord-a", "ord-b", "ord-a"];
+    const rows = await sql`select * from signalbox.accept_signals(${sql.json(order.map((run, i) => item(i, run)))}::json) order by item`;
+    expect(rows.map((r) => [r.item, r.answer, Number(r.answer_sequence)])).toEqual([
+      [0, "buffered", 1],
+      [1, "buffered", 1],
+      [2, "buffered", 1],
+      [3, "buffered", 2],
+    ]);
+  });
+
+  it("a batch holding the run's lock when the timeout job runs wins: the timeout waits for it, then changes nothing", async () => {
+    const timeout = holdAt("expire-wait:read");
+    const waitId = (await openWait(app, "lock-race", { signal: "approval", timeout_s: 0.3, callback_url: engine.url })).body.id;
+    expect(await timeout.reached).toBe(waitId); // past the deadline, the timeout job has started and is held
+
+    let commit!: () => void;
+    const committed = new Promise<void>((r) => (commit = r));
+    let answered!: (rows: postgres.RowList<postgres.Row[]>) => void;
+    const answer = new Promise<postgres.RowList<postgres.Row[]>>((r) => (answered = r));
+    const tx = sql.begin(async (t) => {
+      answered(await t`select * from signalbox.accept_signals(${sql.json([item(0, "lock-race", "approval")])}::json)`);
+      await committed; // the run's lock is held until this transaction ends
+    });
+    const [row] = await answer;
+    expect(row).toMatchObject({ answer: "received", answer_wait_id: waitId });
+    timeout.release();
+    await lockWaiters(sql); // the timeout job blocks on the run lock the batch holds
+    commit();
+    await tx;
+
+    await drainJobs(app);
+    const wait = await settledWait(app, waitId);
+    expect(wait.status).toBe("received");
+    expect((await resolutionEvents(app, "lock-race")).map((e) => e.type)).toEqual(["signal.received"]);
+    const callbacks = engine.received.filter((cb) => cb.json.wait.id === waitId);
+    expect(callbacks.map((cb) => cb.json.type)).toEqual(["signal.received"]);
+  });
+});
