@@ -33,6 +33,9 @@ export async function startEmbeddedPostgres(dataDir: string, log: Log, settings:
     // TCP on loopback only, no unix socket (its path would collide between instances).
     postgresFlags: [
       ...["listen_addresses=127.0.0.1", "unix_socket_directories=", "max_connections=200"],
+      // Statistics within seconds of a table growing, not a minute: plans cached while the job
+      // and wait tables were nearly empty (a fresh start) are dropped once they are analysed.
+      "autovacuum_naptime=15s",
       ...Object.entries(settings).map(([k, v]) => `${k}=${v}`),
     ].flatMap((setting) => ["-c", setting]),
     initdbFlags: ["--encoding=UTF8", "--locale=C"],
