@@ -75,7 +75,7 @@ class Connection {
 }
 
 /** The body of a chunked message starting at `from`, and what follows it; undefined if incomplete. */
-function dechunk(buf: Buffer, from: number): [Buffer, Buffer] | undefined {
+export function dechunk(buf: Buffer, from: number): [Buffer, Buffer] | undefined {
   const parts: Buffer[] = [];
   let at = from;
   for (;;) {

@@ -1,5 +1,5 @@
-import http from "node:http";
-import type { AddressInfo } from "node:net";
+import net, { type AddressInfo } from "node:net";
+import { dechunk } from "./http-client.ts";
 import { now } from "./stats.ts";
 
 export interface Arrival {
@@ -10,38 +10,53 @@ export interface Arrival {
 
 /**
  * The workflow engine's side of resume delivery: records when each wait's callback arrives
- * (first arrival wins; repeats are counted) and answers 204.
+ * (first arrival wins; repeats are counted) and answers 204. A bare HTTP/1.1 server on raw
+ * sockets (keep-alive, Content-Length or chunked bodies): Node's http server would cost this
+ * process, which shares the broker's cores, several times more CPU per callback.
  */
 export class CallbackReceiver {
   readonly arrivals = new Map<string, Arrival>();
   duplicates = 0;
   malformed = 0;
-  readonly #server: http.Server;
+  readonly #server: net.Server;
+  readonly #sockets = new Set<net.Socket>();
   readonly #listeners = new Set<(waitId: string) => void>();
   url = "";
 
   private constructor() {
-    this.#server = http.createServer((req, res) => {
-      const chunks: Buffer[] = [];
-      req.on("data", (c: Buffer) => chunks.push(c));
-      req.on("end", () => {
-        const at = now();
-        try {
-          const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as { type?: string; wait?: { id?: string } };
-          const id = body.wait?.id;
-          if (typeof id !== "string") throw new Error("no wait id");
-          if (this.arrivals.has(id)) this.duplicates++;
-          else {
-            this.arrivals.set(id, { at, type: String(body.type) });
-            for (const l of this.#listeners) l(id);
-          }
-        } catch {
-          this.malformed++;
+    this.#server = net.createServer((socket) => {
+      this.#sockets.add(socket);
+      socket.setNoDelay(true);
+      let buffer: Buffer = Buffer.alloc(0);
+      socket.on("data", (chunk: Buffer) => {
+        buffer = buffer.length === 0 ? chunk : Buffer.concat([buffer, chunk]);
+        for (;;) {
+          const request = takeRequest(buffer);
+          if (!request) break;
+          buffer = request.rest;
+          this.#record(request.body);
+          socket.write("HTTP/1.1 204 No Content\r\nconnection: keep-alive\r\n\r\n");
         }
-        res.writeHead(204).end();
       });
+      socket.on("error", () => {});
+      socket.on("close", () => this.#sockets.delete(socket));
     });
-    this.#server.keepAliveTimeout = 30_000;
+  }
+
+  #record(body: Buffer) {
+    const at = now();
+    try {
+      const parsed = JSON.parse(body.toString("utf8")) as { type?: string; wait?: { id?: string } };
+      const id = parsed.wait?.id;
+      if (typeof id !== "string") throw new Error("no wait id");
+      if (this.arrivals.has(id)) this.duplicates++;
+      else {
+        this.arrivals.set(id, { at, type: String(parsed.type) });
+        for (const l of this.#listeners) l(id);
+      }
+    } catch {
+      this.malformed++;
+    }
   }
 
   static async start(): Promise<CallbackReceiver> {
@@ -73,7 +88,24 @@ export class CallbackReceiver {
   }
 
   close(): Promise<void> {
-    this.#server.closeAllConnections();
+    for (const socket of this.#sockets) socket.destroy();
     return new Promise((resolve) => this.#server.close(() => resolve()));
   }
+}
+
+/** One whole request at the start of `buf` (its body and what follows), or undefined if incomplete. */
+function takeRequest(buf: Buffer): { body: Buffer; rest: Buffer } | undefined {
+  const headEnd = buf.indexOf("\r\n\r\n");
+  if (headEnd < 0) return undefined;
+  const head = buf.subarray(0, headEnd).toString("latin1");
+  const length = /\r\ncontent-length: *(\d+)/i.exec(head);
+  if (length) {
+    const end = headEnd + 4 + Number(length[1]);
+    return buf.length < end ? undefined : { body: buf.subarray(headEnd + 4, end), rest: buf.subarray(end) };
+  }
+  if (/\r\ntransfer-encoding: *chunked/i.test(head)) {
+    const parsed = dechunk(buf, headEnd + 4);
+    return parsed && { body: parsed[0], rest: parsed[1] };
+  }
+  return { body: Buffer.alloc(0), rest: buf.subarray(headEnd + 4) };
 }

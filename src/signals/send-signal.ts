@@ -52,6 +52,9 @@ const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 /**
  * Takes one signal from an external sender: authenticate, parse, validate, then in one
  * transaction under the run's lock resolve the open wait (or buffer, or reject) and record it.
+ * Usually that transaction is a batch of the intake batcher (signalbox.accept_signals, shared
+ * with signals arriving at the same moment); approval links, and waits that statement leaves
+ * to TypeScript (quorum, composites, timers, sensors), take `acceptSignal` below.
  */
 export async function sendSignal(deps: Pick<Deps, "db" | "secretBox" | "signalTypeCache" | "metrics">, input: SignalIntake): Promise<IntakeAnswer> {
   const type = await loadSignalType(deps, input.signal);
