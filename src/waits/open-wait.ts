@@ -2,7 +2,7 @@ import { and, asc, eq, getTableColumns, gt, isNull, sql } from "drizzle-orm";
 import { pgCode, withTransaction, type Deps } from "../core/context.ts";
 import { BadRequestError, ConflictError, NotFoundError } from "../core/errors.ts";
 import { newId } from "../core/ids.ts";
-import type { Tx } from "../db/client.ts";
+import type { Db, Tx } from "../db/client.ts";
 import { signals, waits } from "../db/schema.ts";
 import { recordEvents } from "../events/events.queries.ts";
 import { addJob, jobKeys } from "../jobs/enqueue.ts";
@@ -12,7 +12,7 @@ import { loadSignalType } from "../signal-types/signal-type-cache.ts";
 import { checkSensorTarget } from "../sensors/sensor-target.ts";
 import type { SensorSpec } from "../sensors/sensor-spec.ts";
 import { nextCronTime, type TimerSpec } from "../timers/timer-spec.ts";
-import { resolveWaits } from "./resolve-waits.ts";
+import { resolveWaits, waitFromSql } from "./resolve-waits.ts";
 import { toWaitResource, type WaitResource } from "./wait-view.ts";
 import { findWait, findWaitByKey } from "./waits.queries.ts";
 
@@ -70,16 +70,20 @@ export async function openWait(deps: Pick<Deps, "db" | "config" | "signalTypeCac
   const missing = externals.find((name) => !types.some((t) => t.name === name));
   if (missing) throw new NotFoundError(`no signal type named '${missing}'`);
 
+  if (plan.length === 1 && plan[0]!.kind === "external" && !input.quorum && !types[0]?.notifyUrl) {
+    const opened = await openPlainWait(deps.db, parentId, input);
+    if (opened) return opened;
+  }
   return withTransaction(deps.db, async (tx) => {
     const run = await lockRun(tx, input.runId);
     if (input.key !== undefined) {
       const existing = await findWaitByKey(tx, input.runId, input.key);
       if (existing) {
-        if (existing.signal !== input.signal) throw new ConflictError(`key '${input.key}' already names a wait for signal '${existing.signal}' in this run`);
+        if (existing.signal !== input.signal) throw keyConflict(input, existing.signal);
         return { wait: toWaitResource(existing), created: false };
       }
     }
-    if (run.status === "cancelled") throw new ConflictError(`run '${input.runId}' is cancelled`);
+    if (run.status === "cancelled") throw runCancelled(input);
     // One open wait per run and name: the unique index decides (no read first).
     const inserted = await tx
       .insert(waits)
@@ -101,9 +105,7 @@ export async function openWait(deps: Pick<Deps, "db" | "config" | "signalTypeCac
       )
       .returning({ ...getTableColumns(waits), overdue: sql<boolean>`${waits.timeoutAt} <= now()` })
       .catch((err: unknown) => {
-        if (pgCode(err) === "23505" && constraintOf(err) === "waits_one_open") {
-          throw new ConflictError(`run '${input.runId}' already has an open wait for signal ${names.map((n) => `'${n}'`).join(" or ")}`);
-        }
+        if (pgCode(err) === "23505" && constraintOf(err) === "waits_one_open") throw alreadyOpen(input, names);
         throw err;
       });
     await recordEvents(tx, plan.map((p) => ({ runId: input.runId, type: "signal.waiting", waitId: p.id, data: { signal: p.spec.signal, kind: p.kind } })));
@@ -123,6 +125,50 @@ export async function openWait(deps: Pick<Deps, "db" | "config" | "signalTypeCac
     return { wait: toWaitResource(wait), created: true };
   });
 }
+
+/**
+ * One external wait whose type sends no notifications (the common case) in one statement:
+ * signalbox.open_wait (migration 0008) does what the transaction below does for it. Undefined
+ * when that statement leaves the wait to the transaction (a deadline already past), or lost
+ * the one-open-wait race to a concurrent insert that the index caught.
+ */
+async function openPlainWait(db: Db, id: string, input: OpenWaitInput): Promise<{ wait: WaitResource; created: boolean } | undefined> {
+  const timeoutAt = input.timeoutAt?.toISOString() ?? null;
+  let row: { answer: string; wait: Record<string, unknown> | null } | undefined;
+  try {
+    [row] = await db.execute<{ answer: string; wait: Record<string, unknown> | null }>(sql`
+      select * from signalbox.open_wait(${id}::text, ${input.runId}::text, ${input.signal}::text, ${input.key ?? null}::text,
+        ${timeoutAt}::timestamptz, ${input.timeoutS ?? null}::double precision, ${input.callbackUrl ?? null}::text,
+        ${JSON.stringify(input.metadata ?? {})}::jsonb)`);
+  } catch (err) {
+    // Rolled back whole: a concurrent insert the unique index caught, or add_job's rare
+    // no-job answer. The transaction below then answers (409, the existing wait, or a retry).
+    if (pgCode(err) === "23505" || pgCode(err) === "40001") return undefined;
+    throw err;
+  }
+  switch (row!.answer) {
+    case "created": {
+      const wait = waitFromSql(row!.wait!);
+      // Received at once from a buffered signal: read it back with its result.
+      return { wait: toWaitResource(wait.status === "waiting" ? { ...wait, result: null } : (await findWait(db, id))!), created: true };
+    }
+    case "existing":
+      return { wait: toWaitResource((await findWait(db, String(row!.wait!.id)))!), created: false };
+    case "key_conflict":
+      throw keyConflict(input, String(row!.wait!.signal));
+    case "cancelled":
+      throw runCancelled(input);
+    case "open_conflict":
+      throw alreadyOpen(input, [input.signal]);
+    default:
+      return undefined; // slow
+  }
+}
+
+const keyConflict = (input: OpenWaitInput, signal: string) => new ConflictError(`key '${input.key}' already names a wait for signal '${signal}' in this run`);
+const runCancelled = (input: OpenWaitInput) => new ConflictError(`run '${input.runId}' is cancelled`);
+const alreadyOpen = (input: OpenWaitInput, names: string[]) =>
+  new ConflictError(`run '${input.runId}' already has an open wait for signal ${names.map((n) => `'${n}'`).join(" or ")}`);
 
 /** Sets up what will end one new wait; returns true when it ended at once (buffered signal, past deadline). */
 async function armWait(tx: Tx, p: Planned, runId: string, row: { timeoutAt: Date | null; overdue: boolean }): Promise<boolean> {
