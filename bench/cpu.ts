@@ -94,3 +94,20 @@ export function postmasterPid(dataDir: string | undefined): number | undefined {
     return undefined;
   }
 }
+
+/**
+ * Waits (up to `maxMs`) until the machine has been under `threshold` busy for a `windowMs`
+ * window: a latency phase then starts from a quiet machine, not amid the housekeeping
+ * (autovacuum, the last phase's callbacks) that a burst of work leaves behind. Returns how
+ * long it waited and how busy the last window was.
+ */
+export async function settle(opts: { threshold?: number; windowMs?: number; maxMs?: number } = {}): Promise<{ waitedMs: number; busy: number }> {
+  const { threshold = 0.15, windowMs = 500, maxMs = 15_000 } = opts;
+  const started = Date.now();
+  for (;;) {
+    const before = cpuSnapshot({});
+    await new Promise((r) => setTimeout(r, windowMs));
+    const busy = cpuBetween(before, cpuSnapshot({})).machineBusy;
+    if (!(busy >= threshold) || Date.now() - started >= maxMs) return { waitedMs: Date.now() - started, busy };
+  }
+}

@@ -21,7 +21,7 @@ import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import postgres from "postgres";
-import { cpuBetween, cpuSnapshot, postmasterPid, type CpuUse } from "./cpu.ts";
+import { cpuBetween, cpuSnapshot, postmasterPid, settle, type CpuUse } from "./cpu.ts";
 import { closedLoop, openLoop, type LoadResult } from "./load.ts";
 import { createDatabase, pgbenchVersion, runPgbench, serverVersion, startServer, statementStats, type StatementStats } from "./postgres.ts";
 import { CallbackReceiver } from "./receiver.ts";
@@ -274,7 +274,8 @@ async function main() {
     }),
   );
   if (dOpen.failed > 0) throw new Error(`opening waits for the resume phase:${errorsOf(dOpen)}`);
-  await new Promise((r) => setTimeout(r, 1000));
+  const quiet = await settle();
+  log(`resume latency: machine ${(quiet.busy * 100).toFixed(0)}% busy after waiting ${(quiet.waitedMs / 1000).toFixed(1)} s for the opening burst's aftermath (autovacuum) to settle`);
   log(`resume latency: ${resumeCount} signals at ${RESUME_RATE}/s (open loop)`);
   const sent = new Map<string, { sentAt: number; ackAt: number }>();
   let resume!: Awaited<ReturnType<typeof openLoop>>;
