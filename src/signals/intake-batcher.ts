@@ -21,8 +21,8 @@ interface Queued {
 const RETRYABLE = new Set(["40001", "40P01"]);
 
 /**
- * Group commit for intake. Signals arriving while earlier batches are in flight wait for a free
- * slot and then go to Postgres together: one statement (`signalbox.accept_signals`, migration
+ * Group commit for intake. Signals arriving while every slot has a batch in flight wait for a
+ * free slot and then go to Postgres together: one statement (`signalbox.accept_signals`, migration
  * 0006) and one commit for all of them, instead of seven round trips and a commit each. Under
  * light load a batch is one signal sent at once, so nothing waits for a timer; under heavy load
  * the batches grow, and each signal's share of the commit, the NOTIFY lock and the round trip
@@ -32,10 +32,9 @@ export class IntakeBatcher {
   readonly #db: Db;
   readonly #slots: number;
   readonly #maxBatch: number;
+  readonly #metrics: Metrics | undefined;
   #queue: Queued[] = [];
   #inFlight = 0;
-
-  readonly #metrics: Metrics | undefined;
 
   constructor(db: Db, opts: { slots?: number; maxBatch?: number; metrics?: Metrics } = {}) {
     this.#db = db;
@@ -132,9 +131,12 @@ function toAnswer(r: Row): BatchAnswer {
 
 const batchers = new WeakMap<Db, IntakeBatcher>();
 
-/** The batcher of this database handle (one per pool: its slots share that pool's connections). */
-export function intakeBatcherFor(db: Db, metrics?: Metrics): IntakeBatcher {
+/**
+ * The batcher of this database handle. Its batches use at most half the pool's connections,
+ * leaving the rest to waits, reads and deliveries.
+ */
+export function intakeBatcherFor(db: Db, poolSize: number, metrics?: Metrics): IntakeBatcher {
   let b = batchers.get(db);
-  if (!b) batchers.set(db, (b = new IntakeBatcher(db, { metrics })));
+  if (!b) batchers.set(db, (b = new IntakeBatcher(db, { metrics, slots: Math.max(1, Math.floor(poolSize / 2)) })));
   return b;
 }

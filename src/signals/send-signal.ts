@@ -56,7 +56,7 @@ const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
  * with signals arriving at the same moment); approval links, and waits that statement leaves
  * to TypeScript (quorum, composites, timers, sensors), take `acceptSignal` below.
  */
-export async function sendSignal(deps: Pick<Deps, "db" | "secretBox" | "signalTypeCache" | "metrics">, input: SignalIntake): Promise<IntakeAnswer> {
+export async function sendSignal(deps: Pick<Deps, "db" | "secretBox" | "signalTypeCache"> & Partial<Pick<Deps, "config" | "metrics">>, input: SignalIntake): Promise<IntakeAnswer> {
   const type = await loadSignalType(deps, input.signal);
   if (!type) {
     // API.md: 404 for an unknown type. Only a management caller is authenticated, so only its
@@ -103,7 +103,7 @@ export async function sendSignal(deps: Pick<Deps, "db" | "secretBox" | "signalTy
   if (problems.length > 0) return recordRejection(deps.db, record, "rejected_invalid_payload", "the payload does not satisfy the signal type's schema", problems);
 
   if (input.claim === undefined && input.expectWaitId === undefined && !debugPointArmed("send-signal:locked")) {
-    const batched = await intakeBatcherFor(deps.db, deps.metrics).accept({ ...record, id: newId("sg"), bufferTtlS: type.bufferTtlS });
+    const batched = await intakeBatcherFor(deps.db, deps.config?.SIGNALBOX_DB_POOL_SIZE ?? 8, deps.metrics).accept({ ...record, id: newId("sg"), bufferTtlS: type.bufferTtlS });
     if (batched.outcome !== "slow") return batchedAnswer(batched, record);
   }
   return withTransaction(deps.db, (tx) => acceptSignal(tx, type, record, parsed.value, input));
