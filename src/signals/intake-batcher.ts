@@ -19,6 +19,8 @@ interface Queued {
 }
 
 const RETRYABLE = new Set(["40001", "40P01"]);
+/** Payload text per batch (large bodies go in smaller batches; one statement carries them all). */
+const MAX_BATCH_BYTES = 4 * 1024 * 1024;
 
 /**
  * Group commit for intake. Signals arriving while every slot has a batch in flight wait for a
@@ -52,13 +54,25 @@ export class IntakeBatcher {
 
   #pump() {
     while (this.#inFlight < this.#slots && this.#queue.length > 0) {
-      const batch = this.#queue.splice(0, this.#maxBatch);
+      const batch = this.#queue.splice(0, this.#batchLength());
       this.#inFlight++;
       void this.#run(batch).finally(() => {
         this.#inFlight--;
         this.#pump();
       });
     }
+  }
+
+  /** How many queued signals the next batch takes: up to maxBatch, and about MAX_BATCH_BYTES of payload (at least one). */
+  #batchLength(): number {
+    let bytes = 0;
+    let n = 0;
+    while (n < this.#queue.length && n < this.#maxBatch) {
+      bytes += this.#queue[n]!.item.payload?.length ?? 0;
+      if (n > 0 && bytes > MAX_BATCH_BYTES) break;
+      n++;
+    }
+    return n;
   }
 
   async #run(batch: Queued[]): Promise<void> {

@@ -143,7 +143,7 @@ async function openPlainWait(db: Db, id: string, input: OpenWaitInput): Promise<
   } catch (err) {
     // Rolled back whole: a concurrent insert the unique index caught, or add_job's rare
     // no-job answer. The transaction below then answers (409, the existing wait, or a retry).
-    if (pgCode(err) === "23505" || pgCode(err) === "40001") return undefined;
+    if (["23505", "40001", "40P01"].includes(pgCode(err) ?? "")) return undefined;
     throw err;
   }
   switch (row!.answer) {

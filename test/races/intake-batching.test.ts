@@ -81,6 +81,26 @@ describe("signals arriving together", () => {
     expect(after.count - before.count).toBe(5);
   });
 
+  it("large payloads go in smaller batches (about 4 MiB of payload a batch)", async () => {
+    for (let i = 0; i < 6; i++) await openWait(app, `big-${i}`, { signal: "approval" });
+    await openWait(app, "big-blocked", { signal: "approval" });
+    const lock = await holdRunLock("big-blocked");
+    const before = await batchMetrics();
+    const blocked = Array.from({ length: 4 }, () => intake(app, "big-blocked", "approval", "{}"));
+    await lockWaiters(sql, 4);
+    // Six payloads of just under 1 MiB each: 4 fit under the cap, the last 2 go next.
+    const big = (i: number) => JSON.stringify({ i, pad: "x".repeat(1024 * 1024 - 100) });
+    const queued = Array.from({ length: 6 }, (_, i) => intake(app, `big-${i}`, "approval", big(i)));
+    await new Promise((r) => setTimeout(r, 500));
+    await lock.release();
+
+    expect((await Promise.all(queued)).map((a) => a.status)).toEqual([202, 202, 202, 202, 202, 202]);
+    await Promise.all(blocked);
+    const after = await batchMetrics();
+    expect(after.sum - before.sum).toBe(10);
+    expect(after.count - before.count).toBe(4 + 2); // 4 batches of one (the locked run), then 2 (of 4 and 2 large ones)
+  });
+
   it("one signal that fails in Postgres fails alone: its batch neighbours are retried one by one and succeed", async () => {
     await sql.unsafe(`
       create function signalbox.test_boom() returns trigger language plpgsql as $$
