@@ -1,3 +1,5 @@
+import http from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Webhook } from "standardwebhooks";
 import { startCallbackReceiver, type ReceivedCallback } from "../helpers/callback-receiver.ts";
@@ -275,6 +277,29 @@ describe("resume delivery and POST /waits/{id}/redeliver", () => {
     expect(verify(second!)).toMatchObject({ type: "signal.received", wait: { id: wait.id, status: "received", result: { payload: { approved: true } } } });
     const delivered = await eventually(() => getWait(wait.id), (w) => w.delivery.status === "delivered");
     expect(delivered.delivery).toEqual({ status: "delivered", attempts: 1, last_error: null });
+  });
+
+  it("a redirect is an answer, not followed: a 302 fails the delivery after 1 attempt", async () => {
+    const elsewhere = await receiver(() => 204);
+    const redirecting = http.createServer((req, res) => req.resume().on("end", () => res.writeHead(302, { location: elsewhere.url }).end()));
+    await new Promise<void>((r) => redirecting.listen(0, "127.0.0.1", r));
+    receivers.push({ close: () => new Promise<void>((r) => redirecting.close(() => r())) });
+    const url = `http://127.0.0.1:${(redirecting.address() as AddressInfo).port}/resume`;
+    const { body: wait } = await openWait(app, "deliver-302", { signal: "approval", callback_url: url });
+    await intake(app, "deliver-302", "approval", "{}");
+    const failed = await eventually(() => getWait(wait.id), (w) => w.delivery.status !== "pending");
+    expect(failed.delivery).toEqual({ status: "failed", attempts: 1, last_error: "HTTP 302" });
+    expect(elsewhere.received).toHaveLength(0);
+  });
+
+  it("a refused connection is retried with the error recorded, then failed", async () => {
+    const closed = await startCallbackReceiver(() => 204);
+    const url = closed.url;
+    await closed.close(); // nothing listens there any more
+    const { body: wait } = await openWait(app, "deliver-refused", { signal: "approval", callback_url: url });
+    await intake(app, "deliver-refused", "approval", "{}");
+    const failed = await eventually(() => getWait(wait.id), (w) => w.delivery.status === "failed", 20_000);
+    expect(failed.delivery).toEqual({ status: "failed", attempts: 3, last_error: "request failed: ECONNREFUSED" });
   });
 
   it("a 503 answer is retried up to SIGNALBOX_DELIVERY_MAX_ATTEMPTS, then failed; redeliver delivers it", async () => {
