@@ -174,6 +174,16 @@ async function main() {
     return r.body.wait_id;
   };
 
+  /** Opens `count` waits with a callback (runs `<prefix>-<i>`), all or nothing; returns the runs. */
+  const openCallbackWaits = async (prefix: string, count: number): Promise<string[]> => {
+    const runs = Array.from({ length: count }, (_, i) => `${prefix}-${i}`);
+    const opened = await guard(
+      closedLoop({ concurrency: CONCURRENCY, durationMs: Infinity, limit: count, op: (i) => openWait(runs[i]!, { timeout_s: 3600, callback_url: receiver.url }).then(() => {}) }),
+    );
+    if (opened.failed > 0) throw new Error(`opening waits (${prefix}-*):${errorsOf(opened)}`);
+    return runs;
+  };
+
   // Warm-up: JIT, connection pools, plan caches.
   await guard(
     closedLoop({
@@ -261,19 +271,7 @@ async function main() {
   // ---- resume latency at a steady 200 signals/s ----
   const resumeCount = Math.round((RESUME_RATE * RESUME_MS) / 1000);
   log(`resume latency: opening ${resumeCount} waits with callback_url`);
-  const dRuns: string[] = [];
-  const dOpen = await guard(
-    closedLoop({
-      concurrency: CONCURRENCY,
-      durationMs: Infinity,
-      limit: resumeCount,
-      op: async (i) => {
-        await openWait(`d-${i}`, { timeout_s: 3600, callback_url: receiver.url });
-        dRuns[i] = `d-${i}`;
-      },
-    }),
-  );
-  if (dOpen.failed > 0) throw new Error(`opening waits for the resume phase:${errorsOf(dOpen)}`);
+  const dRuns = await openCallbackWaits("d", resumeCount);
   const quiet = await settle();
   log(`resume latency: machine ${(quiet.busy * 100).toFixed(0)}% busy after waiting ${(quiet.waitedMs / 1000).toFixed(1)} s for the opening burst's aftermath (autovacuum) to settle`);
   log(`resume latency: ${resumeCount} signals at ${RESUME_RATE}/s (open loop)`);
@@ -310,18 +308,7 @@ async function main() {
   // The same at a tenth of the rate: the latency floor when nothing queues (informational).
   const LOW_RATE = RESUME_RATE / 10;
   const lowCount = Math.round((LOW_RATE * RESUME_MS) / 2000);
-  const lowRuns: string[] = [];
-  await guard(
-    closedLoop({
-      concurrency: CONCURRENCY,
-      durationMs: Infinity,
-      limit: lowCount,
-      op: async (i) => {
-        await openWait(`l-${i}`, { timeout_s: 3600, callback_url: receiver.url });
-        lowRuns[i] = `l-${i}`;
-      },
-    }),
-  );
+  const lowRuns = await openCallbackWaits("l", lowCount);
   const lowAck = new Map<string, number>();
   await guard(
     openLoop({

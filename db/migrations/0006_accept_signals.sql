@@ -17,12 +17,10 @@ DECLARE
   v_earlier record;
   v_wait_id text;
   v_wait_row tid;
-  v_kind text;
   v_special boolean;
   v_callback text;
   v_timeout_at timestamptz;
   v_seq bigint;
-  v_event bigint;
   v_deliver text[] := '{}';
 BEGIN
   FOR it IN
@@ -54,8 +52,8 @@ BEGIN
     END IF;
 
     v_wait_id := NULL;
-    SELECT w.id, w.ctid, w.kind, (w.kind <> 'external' OR w.quorum IS NOT NULL OR w.parent_wait_id IS NOT NULL), w.callback_url, w.timeout_at
-      INTO v_wait_id, v_wait_row, v_kind, v_special, v_callback, v_timeout_at
+    SELECT w.id, w.ctid, (w.kind <> 'external' OR w.quorum IS NOT NULL OR w.parent_wait_id IS NOT NULL), w.callback_url, w.timeout_at
+      INTO v_wait_id, v_wait_row, v_special, v_callback, v_timeout_at
       FROM signalbox.waits w WHERE w.run_id = it.run_id AND w.signal = it.signal AND w.status = 'waiting';
     IF v_special THEN
       RETURN QUERY SELECT it.i, 'slow'::text, NULL::text, NULL::bigint, NULL::text;
@@ -79,20 +77,7 @@ BEGIN
       CONTINUE;
     END IF;
 
-    -- As resolveWaits (src/waits/resolve-waits.ts): the compare-and-set, its event, the wake-up.
-    -- By the row's ctid, found above under the run's lock (nothing moves it meanwhile): with
-    -- `id = ... AND status = 'waiting'` alone, a plan cached while the table was nearly empty
-    -- may scan the whole partial index of open waits instead (measured: 0.9 ms a signal).
-    v_event := nextval(pg_get_serial_sequence('signalbox.events', 'id'));
-    UPDATE signalbox.waits SET status = 'received', resolved_at = now(), signal_id = it.id, resolution_event_id = v_event,
-        delivery_status = CASE WHEN callback_url IS NULL THEN 'none' ELSE 'pending' END
-      WHERE ctid = v_wait_row AND id = v_wait_id AND status = 'waiting';
-    IF NOT FOUND THEN
-      RAISE EXCEPTION 'wait % left waiting under its run''s lock', v_wait_id; -- never: the whole batch rolls back
-    END IF;
-    INSERT INTO signalbox.events (id, run_id, type, wait_id, signal_id, data, occurred_at)
-      VALUES (v_event, it.run_id, 'signal.received', v_wait_id, it.id, '{}'::jsonb, now());
-    PERFORM pg_notify('signalbox_wait_changed', v_wait_id);
+    PERFORM signalbox.receive_wait(v_wait_row, v_wait_id, it.run_id, it.id);
     IF v_timeout_at IS NOT NULL THEN
       PERFORM graphile_worker.remove_job('expire:' || v_wait_id);
     END IF;
@@ -108,6 +93,32 @@ BEGIN
         json_build_object('identifier', 'deliver_callback', 'payload', json_build_object('id', d), 'job_key', 'deliver:' || d, 'max_attempts', 25))
       FROM unnest(v_deliver) AS d));
   END IF;
+END;
+$$;
+--> statement-breakpoint
+-- A waiting wait received with a signal, as resolveWaits (src/waits/resolve-waits.ts) does it:
+-- the compare-and-set, its signal.received event, the wake-up; returns the updated row. The
+-- caller holds the run's lock and found the row (and its ctid) under it: by the ctid, because
+-- with `id = ... AND status = 'waiting'` alone a plan cached while the table was nearly empty
+-- may scan the whole partial index of open waits (measured: 0.9 ms a signal). Shared by
+-- accept_signals and open_wait (migration 0008).
+CREATE FUNCTION "signalbox"."receive_wait"(p_wait_row tid, p_wait_id text, p_run_id text, p_signal_id text)
+RETURNS signalbox.waits LANGUAGE plpgsql AS $$
+DECLARE
+  v_event bigint := nextval(pg_get_serial_sequence('signalbox.events', 'id'));
+  v_wait signalbox.waits;
+BEGIN
+  UPDATE signalbox.waits SET status = 'received', resolved_at = now(), signal_id = p_signal_id, resolution_event_id = v_event,
+      delivery_status = CASE WHEN callback_url IS NULL THEN 'none' ELSE 'pending' END
+    WHERE ctid = p_wait_row AND id = p_wait_id AND status = 'waiting'
+    RETURNING * INTO v_wait;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'wait % left waiting under its run''s lock', p_wait_id; -- never: the transaction rolls back
+  END IF;
+  INSERT INTO signalbox.events (id, run_id, type, wait_id, signal_id, data, occurred_at)
+    VALUES (v_event, p_run_id, 'signal.received', p_wait_id, p_signal_id, '{}'::jsonb, now());
+  PERFORM pg_notify('signalbox_wait_changed', p_wait_id);
+  RETURN v_wait;
 END;
 $$;
 --> statement-breakpoint

@@ -17,7 +17,7 @@ DECLARE
   v_deadline timestamptz;
   v_wait signalbox.waits;
   v_buffered text;
-  v_event bigint;
+  v_wait_row tid;
 BEGIN
   INSERT INTO signalbox.runs AS r (run_id) VALUES (p_run_id)
     ON CONFLICT (run_id) DO UPDATE SET run_id = excluded.run_id
@@ -59,15 +59,8 @@ BEGIN
     ORDER BY s.received_at, s.sequence LIMIT 1;
   IF v_buffered IS NOT NULL THEN
     UPDATE signalbox.signals SET wait_id = p_id WHERE id = v_buffered;
-    -- As resolveWaits (src/waits/resolve-waits.ts), for a wait this transaction just created.
-    v_event := nextval(pg_get_serial_sequence('signalbox.events', 'id'));
-    UPDATE signalbox.waits SET status = 'received', resolved_at = now(), signal_id = v_buffered, resolution_event_id = v_event,
-        delivery_status = CASE WHEN callback_url IS NULL THEN 'none' ELSE 'pending' END
-      WHERE id = p_id
-      RETURNING * INTO v_wait;
-    INSERT INTO signalbox.events (id, run_id, type, wait_id, signal_id, data, occurred_at)
-      VALUES (v_event, p_run_id, 'signal.received', p_id, v_buffered, '{}'::jsonb, now());
-    PERFORM pg_notify('signalbox_wait_changed', p_id);
+    SELECT w.ctid INTO v_wait_row FROM signalbox.waits w WHERE w.id = p_id;
+    v_wait := signalbox.receive_wait(v_wait_row, p_id, p_run_id, v_buffered);
     IF p_callback_url IS NOT NULL THEN
       PERFORM signalbox.add_job('deliver_callback', json_build_object('id', p_id), now(), 25, 'deliver:' || p_id, 'replace');
     END IF;

@@ -32,12 +32,20 @@ const RETRYABLE = new Set(["40001", "40P01"]); // serialization failure, deadloc
  * failure or deadlock (the transaction rolled back whole, so running it again is safe).
  */
 export async function withTransaction<T>(db: Db, fn: (tx: Tx) => Promise<T>): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
+  return retryingRollbacks(() => db.transaction(fn));
+}
+
+/**
+ * Runs `attempt` (one whole transaction, or one statement in its own) again, up to five times
+ * in all, when Postgres rolled it back for a serialization failure or deadlock.
+ */
+export async function retryingRollbacks<T>(attempt: () => Promise<T>): Promise<T> {
+  for (let n = 1; ; n++) {
     try {
-      return await db.transaction(fn);
+      return await attempt();
     } catch (err) {
       const code = pgCode(err);
-      if (attempt >= 5 || !code || !RETRYABLE.has(code)) throw err;
+      if (n >= 5 || !code || !RETRYABLE.has(code)) throw err;
     }
   }
 }

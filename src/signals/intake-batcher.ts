@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { pgCode } from "../core/context.ts";
+import { pgCode, retryingRollbacks } from "../core/context.ts";
 import type { Db } from "../db/client.ts";
 import type { Metrics } from "../core/metrics.ts";
 import type { NewSignal } from "./signals.queries.ts";
@@ -18,7 +18,6 @@ interface Queued {
   reject: (e: unknown) => void;
 }
 
-const RETRYABLE = new Set(["40001", "40P01"]);
 /** Payload text per batch (large bodies go in smaller batches; one statement carries them all). */
 const MAX_BATCH_BYTES = 4 * 1024 * 1024;
 
@@ -103,18 +102,11 @@ export class IntakeBatcher {
         buffer_ttl_s: s.bufferTtlS,
       })),
     );
-    for (let attempt = 1; ; attempt++) {
-      try {
-        const rows = await this.#db.execute<Row>(sql`select * from signalbox.accept_signals(${json}::json)`);
-        const answers: BatchAnswer[] = new Array(items.length);
-        for (const r of rows) answers[r.item] = toAnswer(r);
-        if (answers.some((a) => a === undefined) || rows.length !== items.length) throw new Error("accept_signals: missing answers");
-        return answers;
-      } catch (err) {
-        const code = pgCode(err);
-        if (attempt >= 5 || !code || !RETRYABLE.has(code)) throw err;
-      }
-    }
+    const rows = await retryingRollbacks(() => this.#db.execute<Row>(sql`select * from signalbox.accept_signals(${json}::json)`));
+    const answers: BatchAnswer[] = new Array(items.length);
+    for (const r of rows) answers[r.item] = toAnswer(r);
+    if (answers.some((a) => a === undefined) || rows.length !== items.length) throw new Error("accept_signals: missing answers");
+    return answers;
   }
 }
 
