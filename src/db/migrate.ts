@@ -4,21 +4,30 @@ import postgres from "postgres";
 import { drizzle } from "drizzle-orm/postgres-js";
 import { migrate } from "drizzle-orm/postgres-js/migrator";
 import { runMigrations } from "graphile-worker";
+import { applyFunctions, readFunctionSources } from "./apply-functions.ts";
 
-const MIGRATIONS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../db/migrations");
+const DB_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../db");
+export const MIGRATIONS_DIR = path.join(DB_DIR, "migrations");
+export const FUNCTIONS_DIR = path.join(DB_DIR, "functions");
 const LOCK_KEY = "signalbox:migrations";
 
 /**
  * graphile-worker's schema first (it tolerates concurrent installers), then ours under an
- * advisory lock: drizzle's migrator has none, and several processes may start at once.
+ * advisory lock (drizzle's migrator has none, and several processes may start at once): the
+ * append-only migrations (tables, indexes, triggers), then the SQL functions of db/functions.
+ *
+ * drizzle applies every journal entry whose `when` is later than the newest one the database
+ * recorded, so each new migration's `when` must be later than every earlier one's: the test
+ * test/db/migrations.test.ts holds that, and the digest of every committed migration.
  */
-export async function migrateDatabase(url: string): Promise<void> {
+export async function migrateDatabase(url: string, dirs = { migrations: MIGRATIONS_DIR, functions: FUNCTIONS_DIR }): Promise<void> {
   await runMigrations({ connectionString: url, logger: silentLogger() });
   const client = postgres(url, { max: 1, onnotice: () => {} });
   try {
     await client`select pg_advisory_lock(hashtext(${LOCK_KEY}))`;
     try {
-      await migrate(drizzle(client), { migrationsFolder: MIGRATIONS_DIR, migrationsSchema: "drizzle", migrationsTable: "signalbox_migrations" });
+      await migrate(drizzle(client), { migrationsFolder: dirs.migrations, migrationsSchema: "drizzle", migrationsTable: "signalbox_migrations" });
+      await applyFunctions(client, await readFunctionSources(dirs.functions));
     } finally {
       await client`select pg_advisory_unlock(hashtext(${LOCK_KEY}))`;
     }

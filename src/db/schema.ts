@@ -191,6 +191,16 @@ export const workerPools = signalbox.table("worker_pools", {
   seenAt: tz("seen_at").notNull().defaultNow(),
 });
 
+/**
+ * Which version of each SQL function source (db/functions/*.sql) the database holds: the
+ * migrate step re-applies a file only when its digest differs (src/db/apply-functions.ts).
+ */
+export const functionSources = signalbox.table("function_sources", {
+  file: text("file").primaryKey(),
+  sha256: text("sha256").notNull(),
+  appliedAt: tz("applied_at").notNull().defaultNow(),
+});
+
 /** Quorum votes: one per responder per wait (the first stands). */
 export const votes = signalbox.table(
   "votes",

@@ -23,15 +23,18 @@ export const CALLBACK_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 /** The approval-link key ring every test app uses unless `env` gives SIGNALBOX_LINK_KEYS. */
 export const LINK_KEYS = "test-k1:test-link-key-one-0123456789abcdefghijkl";
 
-/** A fresh database cloned from the migrated template; dropped by the returned function. */
-export async function createTestDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
+/**
+ * A fresh database cloned from the migrated template (or, with `{ empty: true }`, one with no
+ * schema at all); dropped by the returned function.
+ */
+export async function createTestDatabase(opts: { empty?: boolean } = {}): Promise<{ url: string; drop(): Promise<void> }> {
   const serverUrl = inject("pgServerUrl");
   const name = `sbx_test_${randomBytes(6).toString("hex")}`;
   const admin = postgres(serverUrl, { max: 1, onnotice: () => {} });
   // CREATE DATABASE ... TEMPLATE fails while anything else is connected to the template; retry briefly.
   for (let attempt = 0; ; attempt++) {
     try {
-      await admin.unsafe(`create database ${name} template ${TEMPLATE_DB}`);
+      await admin.unsafe(`create database ${name} template ${opts.empty ? "template0" : TEMPLATE_DB}`);
       break;
     } catch (err) {
       if (attempt > 50) throw err;

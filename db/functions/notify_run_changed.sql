@@ -1,0 +1,8 @@
+-- Every history event wakes whoever watches its run (SSE streams, checkpoints), in this process
+-- or any other: NOTIFY is transactional, so it is delivered only once the event commits.
+CREATE OR REPLACE FUNCTION "signalbox"."notify_run_changed"() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_notify('signalbox_run_changed', NEW.run_id);
+  RETURN NULL;
+END;
+$$;

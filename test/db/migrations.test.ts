@@ -1,0 +1,109 @@
+import { createHash } from "node:crypto";
+import fs from "node:fs/promises";
+import path from "node:path";
+import postgres from "postgres";
+import { afterAll, describe, expect, it } from "vitest";
+import { readFunctionSources } from "../../src/db/apply-functions.ts";
+import { FUNCTIONS_DIR, MIGRATIONS_DIR, migrateDatabase } from "../../src/db/migrate.ts";
+import { describeSchema } from "../helpers/schema-description.ts";
+import { createTestDatabase } from "../helpers/test-app.ts";
+
+/**
+ * Every committed migration, by digest. Databases already ran these files: a changed file is
+ * never run again where it matters, so a change goes into a new migration (and a function into
+ * db/functions). A new migration adds its line here once.
+ */
+const COMMITTED: Record<string, string> = {
+  "0000_init.sql": "0e4c8f439cf6dd20b7fb5c13257a2889c132060f35cd6fd684ec06b1cc2e1c48",
+  "0001_webhook_receipts.sql": "d9fd740c710055548e9e5b96288601c6c68114c91e8bae1067acd24eafbbcd38",
+  "0002_run_control.sql": "d9dcba8c40573b6e4f2dae2fb65dcd27c3a4a809468dbc4a088213984fb1d987",
+  "0003_events_notify.sql": "bf589dab852dae5831d63d5a5a7c02006f429cbd2619e407dbb477e4f76b30f8",
+  "0004_broker_signals.sql": "78efe042012e7358f844b945de05b365f5b96e1f959234e0986d91466a4df807",
+  "0005_signal_types_notify.sql": "65f65cc2064e9a74aa392f6d3c73393e9629640ae00a501aafe3c26e873f812e",
+  "0006_accept_signals.sql": "79075bc1fac8ade03d855aa43b7743424fb7e0ac35ae37fdbf5015a7baee292b",
+  "0007_waits_metadata_partial.sql": "3d6da05798103765d763427b94ebc2d5b7f4277105d3c7f087503088fcbbf71e",
+  "0008_open_wait.sql": "09b795f2862e04dfc231c05b77f4a85fa1dd2b4b2c3ae81f03a16f0b8dd6eb44",
+  "0009_function_sources.sql": "3e1621cd073d57af8b6e4a32a45a547c4aaff4d729df5c6f2aa562a2f383b54d",
+};
+
+/**
+ * The latest `when` any database may have recorded: 0006 once carried it (databases migrated
+ * between 9e546e6 and 44390ff hold it). drizzle skips every entry not later than the newest
+ * recorded, so each migration after 0008 must be later than this.
+ */
+const LATEST_WHEN_EVER_RECORDED = 1795400000000;
+
+interface JournalEntry {
+  idx: number;
+  when: number;
+  tag: string;
+}
+
+const journal = async (): Promise<JournalEntry[]> =>
+  (JSON.parse(await fs.readFile(path.join(MIGRATIONS_DIR, "meta/_journal.json"), "utf8")) as { entries: JournalEntry[] }).entries;
+
+describe("committed migrations", () => {
+  it("are never edited: each file keeps the digest it was committed with", async () => {
+    const files = (await fs.readdir(MIGRATIONS_DIR)).filter((f) => f.endsWith(".sql")).sort();
+    const digests = Object.fromEntries(
+      await Promise.all(files.map(async (f) => [f, createHash("sha256").update(await fs.readFile(path.join(MIGRATIONS_DIR, f))).digest("hex")] as const)),
+    );
+    expect(digests).toEqual(COMMITTED);
+  });
+
+  it("are journalled in order, each later than every one before it (drizzle skips any that is not)", async () => {
+    const entries = await journal();
+    expect(entries.map((e) => `${e.tag}.sql`)).toEqual(Object.keys(COMMITTED));
+    entries.forEach((e, i) => {
+      expect(e.idx).toBe(i);
+      if (i > 0) expect(e.when, e.tag).toBeGreaterThan(entries[i - 1]!.when);
+      if (e.idx > 8) expect(e.when, e.tag).toBeGreaterThan(LATEST_WHEN_EVER_RECORDED);
+    });
+  });
+});
+
+describe("SQL functions", () => {
+  const dbs: Array<{ drop(): Promise<void> }> = [];
+  afterAll(async () => {
+    for (const db of dbs) await db.drop();
+  });
+
+  it("are what db/functions holds, and nothing else is", async () => {
+    const db = await createTestDatabase();
+    dbs.push(db);
+    const client = postgres(db.url, { max: 1, onnotice: () => {} });
+    try {
+      const sources = await readFunctionSources(FUNCTIONS_DIR);
+      const recorded = await client<{ file: string; sha256: string }[]>`select file, sha256 from signalbox.function_sources order by file`;
+      expect(recorded.map((r) => [r.file, r.sha256])).toEqual(sources.map((s) => [s.file, s.sha256]));
+
+      const declared = sources.flatMap((s) => [...s.text.matchAll(/CREATE OR REPLACE FUNCTION "signalbox"\."(\w+)"/g)].map((m) => m[1]!)).sort();
+      const held = await client<{ proname: string }[]>`
+        select p.proname from pg_proc p join pg_namespace n on n.oid = p.pronamespace where n.nspname = 'signalbox' order by p.proname`;
+      expect(held.map((r) => r.proname)).toEqual(declared);
+      // Re-applying a function file gives back exactly the function the database holds.
+      const before = await describeSchema(client);
+      for (const s of sources) await client.unsafe(s.text);
+      expect(await describeSchema(client)).toEqual(before);
+    } finally {
+      await client.end();
+    }
+  });
+});
+
+describe("migrating", () => {
+  it("twice at once on an empty database is safe, and both see the same schema", async () => {
+    const [fresh, template] = [await createTestDatabase({ empty: true }), await createTestDatabase()];
+    const clients = [postgres(fresh.url, { max: 1, onnotice: () => {} }), postgres(template.url, { max: 1, onnotice: () => {} })];
+    try {
+      await Promise.all([migrateDatabase(fresh.url), migrateDatabase(fresh.url), migrateDatabase(fresh.url)]);
+      expect(await describeSchema(clients[0]!)).toEqual(await describeSchema(clients[1]!));
+      const recorded = await clients[0]!`select 1 from drizzle.signalbox_migrations`;
+      expect(recorded.length).toBe(Object.keys(COMMITTED).length);
+    } finally {
+      for (const c of clients) await c.end();
+      await fresh.drop();
+      await template.drop();
+    }
+  });
+});
