@@ -16,7 +16,7 @@ export interface JobOptions {
 /**
  * Enqueues a job through the caller's transaction, so the job exists if and only if the
  * state change that needs it commits. The only place that writes graphile_worker SQL. It goes
- * through signalbox.add_job(s) (migration 0006): graphile-worker's functions run with generic
+ * through signalbox.add_job(s) (db/functions/add_job.sql): graphile-worker's functions run with generic
  * plans there, about half the cost of re-planning them on every call.
  */
 export async function addJob(tx: Queryable, task: TaskName, payload: Record<string, unknown>, opts: JobOptions = {}) {

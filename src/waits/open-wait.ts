@@ -128,7 +128,7 @@ export async function openWait(deps: Pick<Deps, "db" | "config" | "signalTypeCac
 
 /**
  * One external wait whose type sends no notifications (the common case) in one statement:
- * signalbox.open_wait (migration 0008) does what the transaction below does for it. Undefined
+ * signalbox.open_wait (db/functions/open_wait.sql) does what the transaction below does for it. Undefined
  * when that statement leaves the wait to the transaction (a deadline already past), or lost
  * the one-open-wait race to a concurrent insert that the index caught.
  */

@@ -99,10 +99,22 @@ describe("secrets never leave the server", () => {
       const run = `leak-${name}`;
       await openWaitFor(app, run, name);
       const body = JSON.stringify({ note: PAYLOAD_SENTINEL });
-      responses.push((await post(app, run, name, body, await s.sign(s.secret, body))).text); // 202
-      responses.push((await post(app, run, name, body, await s.sign(s.secret, body))).text); // duplicate or 202/409
-      responses.push((await post(app, run, name, body, await s.sign(s.auth.scheme === "standard-webhooks" ? `whsec_${randomBytes(32).toString("base64")}` : "wrong-secret-value-0123456789", body))).text); // 401
-      responses.push((await post(app, run, name, "not json", await s.sign(s.secret, "not json"))).text); // 400
+      const wrongSecret = s.auth.scheme === "standard-webhooks" ? `whsec_${randomBytes(32).toString("base64")}` : "wrong-secret-value-0123456789";
+      const answers = [
+        await post(app, run, name, body, await s.sign(s.secret, body)),
+        await post(app, run, name, body, await s.sign(s.secret, body)),
+        await post(app, run, name, body, await s.sign(wrongSecret, body)),
+        await post(app, run, name, "not json", await s.sign(s.secret, "not json")),
+      ];
+      // received; then a duplicate (a scheme with a delivery id), buffered (a type that buffers),
+      // or not waiting any more (the wait took the first); a wrong signature; a body that is not JSON.
+      expect(answers.map((a) => a.body?.outcome ?? a.status), name).toEqual([
+        "received",
+        expect.stringMatching(/^(duplicate|buffered|rejected_not_waiting)$/),
+        "rejected_unauthenticated",
+        "invalid_json",
+      ]);
+      responses.push(...answers.map((a) => a.text));
       await keep(await app.api(`/runs/${run}/signals`));
     }
   });
