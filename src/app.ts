@@ -78,8 +78,11 @@ export function createApp(deps: AppDeps) {
     metrics.httpDuration.observe({ method: c.req.method, route: c.req.routePath, status: String(c.res.status) }, seconds);
     deps.log.info({ method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(seconds * 1000) }, "request");
   });
+  // Who is asking before any body is read: hono's bodyLimit buffers a chunked body whole.
+  app.use(managementAuth({ skip: (method, path) => PUBLIC_PATHS.has(path) || isIntake(method, path) || isApprovalLink(path), verify: verifyToken }));
   app.use(async function limitBody(c, next) {
-    if (isIntake(c.req.method, c.req.path)) return next(); // intake reads and caps its raw body itself
+    // Intake and approval links read and cap their raw bodies themselves, after their own credential.
+    if (isIntake(c.req.method, c.req.path) || isApprovalLink(c.req.path)) return next();
     return bodyLimit({
       maxSize: deps.config.SIGNALBOX_MAX_BODY_BYTES,
       onError: () => {
@@ -87,7 +90,6 @@ export function createApp(deps: AppDeps) {
       },
     })(c, next);
   });
-  app.use(managementAuth({ skip: (method, path) => PUBLIC_PATHS.has(path) || isIntake(method, path) || isApprovalLink(path), verify: verifyToken }));
   app.use(inputGuard({ skipBody: isIntake }));
 
   app.route("/", healthRouter(deps.readiness));

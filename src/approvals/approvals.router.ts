@@ -8,7 +8,8 @@ import { bearerSecurity, commonProblems, defaultHook, json, noSecurity, problems
 import { ProblemSchema, problemFromError, problemResponse } from "../http/problem.ts";
 import { createLinks } from "./create-links.ts";
 import { confirmPage, errorPage, PAGE_HEADERS, resultPage } from "./pages.ts";
-import { inspectLink, LinkError, MAX_COMMENT_CHARS, respondToLink } from "./respond-to-link.ts";
+import { checkLinkToken, formTooLarge, inspectLink, LinkError, MAX_COMMENT_CHARS, MAX_FORM_BYTES, respondToLink } from "./respond-to-link.ts";
+import { readCapped } from "../core/read-capped.ts";
 
 /** Where approval links live; app.ts lets them through without a management token (the link is the credential). */
 export const APPROVAL_LINK_PREFIX = "/approvals/";
@@ -95,7 +96,7 @@ const answer = createRoute({
       required: false,
     },
   },
-  responses: { 200: html("The answer was recorded"), ...linkFailures, 422: linkFailure("The signal type refused the answer (its schema or responses changed)") },
+  responses: { 200: html("The answer was recorded"), ...linkFailures, 413: linkFailure(`The form is larger than ${MAX_FORM_BYTES} bytes (it was not read)`), 422: linkFailure("The signal type refused the answer (its schema or responses changed)") },
 });
 
 export function approvalsRouter(deps: Deps & { metrics: Metrics }) {
@@ -120,6 +121,8 @@ export function approvalsRouter(deps: Deps & { metrics: Metrics }) {
   });
   app.post(`${APPROVAL_LINK_PREFIX}:token`, async (c) => {
     try {
+      // The token first: a forged link costs one signature check, never the parse of its body.
+      await checkLinkToken(deps, c.req.param("token"));
       const comment = await readComment(c);
       const done = await respondToLink(deps, c.req.param("token"), comment);
       deps.metrics.signals.inc({ signal: done.wait.signal, outcome: "received" });
@@ -132,11 +135,20 @@ export function approvalsRouter(deps: Deps & { metrics: Metrics }) {
   return app;
 }
 
-/** The form's comment (urlencoded or multipart); anything else in the body is ignored. */
+/**
+ * The form's comment (urlencoded or multipart); anything else in the body is ignored. At most
+ * MAX_FORM_BYTES are read: past that the answer is refused (413) without reading the rest.
+ */
 async function readComment(c: Context): Promise<string | undefined> {
-  if (!/^(application\/x-www-form-urlencoded|multipart\/form-data)/i.test(c.req.header("content-type") ?? "")) return undefined;
-  const comment = (await c.req.parseBody())["comment"];
-  if (comment === undefined || typeof comment === "string") return comment;
+  const type = c.req.header("content-type") ?? "";
+  if (!/^(application\/x-www-form-urlencoded|multipart\/form-data)/i.test(type)) return undefined;
+  const bytes = await readCapped(c.req.raw.body, MAX_FORM_BYTES);
+  if (!bytes) throw formTooLarge();
+  const form = await new Response(bytes, { headers: { "content-type": type } }).formData().catch(() => {
+    throw new LinkError("bad_comment", 400, "The form cannot be read", "Send the comment as a form field. The link was not used.");
+  });
+  const comment = form.get("comment");
+  if (comment === null || typeof comment === "string") return comment ?? undefined;
   throw new LinkError("bad_comment", 400, "The comment is not text", "Send the comment as a text field. The link was not used.");
 }
 

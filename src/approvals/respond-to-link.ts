@@ -9,6 +9,12 @@ import { claimLink, findLinkUse } from "./approvals.queries.ts";
 import { isStorable } from "../core/storable-text.ts";
 
 export const MAX_COMMENT_CHARS = 2000;
+/**
+ * The largest answer form read: the longest comment, every character percent-encoded from up
+ * to three UTF-8 bytes (9 bytes a character), and room for the field names. A larger body is
+ * refused unread.
+ */
+export const MAX_FORM_BYTES = 9 * MAX_COMMENT_CHARS + 2048;
 
 export type LinkProblem = "invalid" | "expired" | "unknown_wait" | "used" | "not_waiting" | "bad_comment" | "refused";
 
@@ -25,6 +31,8 @@ export class LinkError extends ServiceError {
 
 const invalid = () => new LinkError("invalid", 400, "This link is not valid", "It may have been copied incompletely or changed. Ask for a new link.");
 const expired = () => new LinkError("expired", 410, "This link has expired", "Ask for a new link if an answer is still needed.");
+export const formTooLarge = () =>
+  new LinkError("bad_comment", 413, "The answer is too large", `The form may hold a comment of at most ${MAX_COMMENT_CHARS} characters. The link was not used.`);
 const used = () => new LinkError("used", 409, "This link has already been used", "An answer was already given with it; it works once.");
 const notWaiting = () => new LinkError("not_waiting", 409, "No answer is needed any more", "The request this link was made for has been settled, cancelled or has timed out.");
 
@@ -39,15 +47,23 @@ export interface OpenLink {
  * are for the page; when answering, the intake transaction decides again under the run's lock.
  */
 export async function inspectLink(deps: Pick<Deps, "db" | "secrets">, token: string): Promise<OpenLink> {
-  const verified = await verifyLink(deps.secrets.linkKeys, token);
-  if (!verified.ok) throw verified.reason === "expired" ? expired() : invalid();
-  const { claims } = verified;
+  const claims = await checkLinkToken(deps, token);
   const wait = await findWait(deps.db, claims.waitId);
   if (!wait) throw new LinkError("unknown_wait", 404, "Nothing is waiting for this answer", "The request this link was made for does not exist.");
   if (await findLinkUse(deps.db, claims.linkId)) throw used();
   // A wait's created_at never changes: a link names the wait as it was when the link was made.
   if (wait.createdAt.getTime() !== claims.version || wait.status !== "waiting") throw notWaiting();
   return { claims, wait: { id: wait.id, runId: wait.runId, signal: wait.signal } };
+}
+
+/**
+ * The link's signature and expiry alone: pure, no database. Anyone may POST to any link path,
+ * so this runs before anything else about the request is read.
+ */
+export async function checkLinkToken(deps: Pick<Deps, "secrets">, token: string): Promise<LinkClaims> {
+  const verified = await verifyLink(deps.secrets.linkKeys, token);
+  if (!verified.ok) throw verified.reason === "expired" ? expired() : invalid();
+  return verified.claims;
 }
 
 export interface LinkAnswered extends OpenLink {
