@@ -105,8 +105,18 @@ export function createApp(deps: AppDeps) {
     scheme: "bearer",
     description: "A key from SIGNALBOX_API_KEYS, or a JWT (HS256 with SIGNALBOX_JWT_SECRET, or SIGNALBOX_JWKS_URL)",
   });
-  app.doc31("/openapi.json", OPENAPI_CONFIG);
-  app.get("/docs", Scalar({ url: "/openapi.json", pageTitle: "signalbox API" }));
+  // Both are public and never change while the process runs: built on first use, then served as they are.
+  let openApiText: string | undefined;
+  app.get("/openapi.json", (c) => {
+    openApiText ??= JSON.stringify(app.getOpenAPI31Document(OPENAPI_CONFIG));
+    return c.body(openApiText, 200, { "content-type": "application/json" });
+  });
+  const docs = Scalar({ url: "/openapi.json", pageTitle: "signalbox API" });
+  let docsHtml: string | undefined;
+  app.get("/docs", async (c) => {
+    docsHtml ??= await ((await docs(c, async () => {})) as Response).text();
+    return c.html(docsHtml);
+  });
 
   app.notFound((c) => problemResponse(c, { type: "https://signalbox.dev/problems/not-found", title: "Not Found", status: 404, detail: `no route for ${c.req.method} ${c.req.path}` }));
   app.onError((err, c) => {
