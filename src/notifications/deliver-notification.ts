@@ -19,7 +19,7 @@ export async function deliverNotification(deps: Pick<Deps, "db" | "config" | "se
     await deps.db.update(notifications).set({ status: "skipped" }).where(eq(notifications.id, id));
     return "skipped";
   }
-  const body = JSON.stringify({ id, type: n.type, occurred_at: n.createdAt.toISOString(), wait: toWaitResource(wait) });
+  const body = JSON.stringify({ id, type: n.type, occurred_at: n.createdAt.toISOString(), wait: withoutCallbackCredentials(toWaitResource(wait)) });
   const attempt = await postSigned(n.url, id, body, deps.secrets.callbackSecret, abort);
   const attempts = n.attempts + 1;
   const retry = attempt.verdict === "retry" && attempts < deps.config.SIGNALBOX_DELIVERY_MAX_ATTEMPTS;
@@ -35,4 +35,15 @@ export async function deliverNotification(deps: Pick<Deps, "db" | "config" | "se
   });
   deps.log.info({ notification: id, type: n.type, status: attempt.status, verdict: attempt.verdict }, "notification attempt");
   return status;
+}
+
+/**
+ * The notify_url receiver (a chat bot, an inbox) is not the engine: it learns where the wait
+ * calls back, never the credentials or tokens the engine put in that URL (user:pass@, query,
+ * fragment).
+ */
+export function withoutCallbackCredentials<W extends { callback_url: string | null }>(wait: W): W {
+  if (!wait.callback_url) return wait;
+  const url = new URL(wait.callback_url);
+  return { ...wait, callback_url: `${url.protocol}//${url.host}${url.pathname}` };
 }

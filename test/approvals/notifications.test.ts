@@ -66,6 +66,15 @@ describe("notify_url", () => {
     expect(() => new Webhook(CALLBACK_SECRET).verify(cb!.body.replace("notify-1", "notify-2"), Object.fromEntries(Object.entries(cb!.headers).map(([k, v]) => [k, String(v)])))).toThrow();
   });
 
+  it("never tells the notify_url receiver the callback URL's credentials, query or fragment", async () => {
+    const secretUrl = "https://engine:hunter2@engine.example/resume/run-7?token=s3cr3t#frag";
+    const wait = await openWait("notify-creds", { signal: "needs-review", callback_url: secretUrl });
+    await until(() => about(inbox, wait.id, "signal.waiting").length >= 1);
+    const [cb] = about(inbox, wait.id, "signal.waiting");
+    expect(verified(cb!).wait).toMatchObject({ callback_url: "https://engine.example/resume/run-7" });
+    expect(cb!.body).not.toMatch(/hunter2|s3cr3t|frag|engine:/);
+  });
+
   it("a type without notify_url notifies nobody", async () => {
     const wait = await openWait("notify-2", { signal: "silent" });
     await drainJobs(app);
