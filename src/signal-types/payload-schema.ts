@@ -1,5 +1,6 @@
 import { Ajv2020, type ErrorObject, type ValidateFunction } from "ajv/dist/2020.js";
 import addFormats from "ajv-formats";
+import { inexactNumbers } from "../core/json-text.ts";
 import type { ValidationIssue } from "../core/errors.ts";
 import { escapePointer } from "../core/json-pointer.ts";
 
@@ -82,11 +83,24 @@ export function payloadValidator(schema: unknown): ValidateFunction | null {
   return fn;
 }
 
-export function validatePayload(schema: unknown, payload: unknown): ValidationIssue[] {
+/**
+ * Validates a payload (parsed from `text`). Payloads are stored as the exact text received, so
+ * where the schema bounds numbers, a number with more digits than the parsed value keeps is
+ * refused: `100.0000000000000000001` would pass `maximum: 100` as 100 and be stored above it.
+ */
+export function validatePayload(schema: unknown, payload: unknown, text: string): ValidationIssue[] {
   const validate = payloadValidator(schema);
-  if (!validate || validate(payload)) return [];
-  return (validate.errors ?? []).slice(0, MAX_VALIDATION_ERRORS).map(toIssue);
+  if (!validate) return [];
+  const issues = validate(payload) ? [] : (validate.errors ?? []).slice(0, MAX_VALIDATION_ERRORS).map(toIssue);
+  if (boundsNumbers(schema)) {
+    for (const path of inexactNumbers(text)) issues.push({ path, message: "has more digits than can be checked exactly against the schema's numeric bounds" });
+  }
+  return issues.slice(0, MAX_VALIDATION_ERRORS);
 }
+
+const NUMERIC_BOUNDS = /"(minimum|maximum|exclusiveMinimum|exclusiveMaximum|multipleOf)"\s*:/;
+/** Whether a schema bounds numbers anywhere (a keyword in its text is enough: a false positive only checks more). */
+const boundsNumbers = (schema: unknown) => NUMERIC_BOUNDS.test(JSON.stringify(schema));
 
 function toIssue(e: ErrorObject): ValidationIssue {
   if (e.keyword === "required") {

@@ -99,7 +99,7 @@ export async function sendSignal(deps: Pick<Deps, "db" | "secretBox" | "signalTy
     idempotencyKey: key ?? null,
   };
 
-  const problems = checkPayload(type, parsed.value);
+  const problems = checkPayload(type, parsed.value, parsed.text);
   if (problems.length > 0) return recordRejection(deps.db, record, "rejected_invalid_payload", "the payload does not satisfy the signal type's schema", problems);
 
   if (input.claim === undefined && input.expectWaitId === undefined && !debugPointArmed("send-signal:locked")) {
@@ -200,8 +200,8 @@ function parseBody(body: Uint8Array): { text: string; value: unknown } | { error
   }
 }
 
-function checkPayload(type: SignalTypeRow, value: unknown): ValidationIssue[] {
-  const issues = validatePayload(type.schema, value);
+function checkPayload(type: SignalTypeRow, value: unknown, text: string): ValidationIssue[] {
+  const issues = validatePayload(type.schema, value, text);
   if (type.responses && type.responses.length > 0) {
     const response = value && typeof value === "object" ? (value as Record<string, unknown>).response : undefined;
     if (typeof response !== "string" || !type.responses.includes(response)) {

@@ -21,6 +21,7 @@ beforeAll(async () => {
     schema: { type: "object", required: ["amount"], properties: { amount: { type: "number", minimum: 0 } } },
     buffer_ttl_s: 3600,
   });
+  await putType(app, "bounded", { auth: { scheme: "standard-webhooks", secrets: [SW] }, schema: { type: "object", properties: { n: { type: "number", maximum: 100 } } }, buffer_ttl_s: 3600 });
   await putType(app, "num", { auth: { scheme: "standard-webhooks", secrets: [SW] }, schema: { type: "object", properties: { v: { type: "number" } } }, buffer_ttl_s: 3600 });
 });
 afterAll(async () => {
@@ -179,6 +180,15 @@ describe("#48 numbers keep their exact text", () => {
     const r = run("num-ok");
     expect((await signed(r, "num", '{"v":9007199254740993}')).status).toBe(202);
     expect((await runSignals(app, r)).text).toContain("9007199254740993");
+  });
+  it("against bounds: a number with more digits than a double keeps is refused, pointed at; exact ones pass", async () => {
+    const refused = await refusedAuthenticated("bounded", '{"n":100.0000000000000000001}', 422, "rejected_invalid_payload");
+    expect(refused.body.validation_errors).toEqual([{ path: "/n", message: expect.stringMatching(/more digits than can be checked exactly/) }]);
+    await refusedAuthenticated("bounded", '{"n":9007199254740993}', 422, "rejected_invalid_payload");
+    for (const exact of ["100", "100.0", "1e2", "99.99", "0.1"]) {
+      expect((await signed(run("bounded-ok"), "bounded", `{"n":${exact}}`)).status, exact).toBe(202);
+    }
+    expect((await signed(run("bounded"), "bounded", '{"n":100.5}')).status).toBe(422); // the bound itself still holds
   });
 });
 
