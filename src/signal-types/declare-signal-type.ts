@@ -1,8 +1,9 @@
 import { sealSecrets } from "../auth/secret-box.ts";
 import { withTransaction, type Deps } from "../core/context.ts";
-import { NotFoundError, UnprocessableError } from "../core/errors.ts";
+import { NotFoundError, UnprocessableError, type ValidationIssue } from "../core/errors.ts";
+import { standardWebhooksKey } from "../auth/schemes/standard-webhooks.ts";
 import { checkSchema } from "./payload-schema.ts";
-import { toSignalTypeResource, type SignalTypeInput, type SignalTypeResource } from "./signal-type.ts";
+import { BODY_ONLY_SCHEMES, toSignalTypeResource, type SignalTypeInput, type SignalTypeResource } from "./signal-type.ts";
 import { deleteSignalType, findSignalType, upsertSignalType } from "./signal-types.queries.ts";
 
 export async function declareSignalType(
@@ -13,6 +14,8 @@ export async function declareSignalType(
   const schema = input.schema === undefined ? null : input.schema;
   const problems = checkSchema(schema);
   if (problems.length > 0) throw new UnprocessableError("the schema is not a usable JSON Schema (draft 2020-12)", problems);
+  const authProblems = checkAuth(input.auth);
+  if (authProblems.length > 0) throw new UnprocessableError(authProblems.map((p) => `${p.path}: ${p.message}`).join("; "), authProblems);
   const { row, created } = await withTransaction(deps.db, (tx) =>
     upsertSignalType(tx, {
       name,
@@ -24,6 +27,7 @@ export async function declareSignalType(
         tolerance_s: input.auth.tolerance_s ?? 300,
         ...(input.auth.header !== undefined ? { header: input.auth.header.toLowerCase() } : {}),
         ...(input.auth.run_pointer !== undefined ? { run_pointer: input.auth.run_pointer } : {}),
+        ...(input.auth.replay_across_runs ? { replay_across_runs: true as const } : {}),
       },
       bufferTtlS: input.buffer_ttl_s ?? 0,
       responses: input.responses ?? null,
@@ -44,4 +48,21 @@ export async function getSignalType(deps: Pick<Deps, "db">, name: string): Promi
 export async function removeSignalType(deps: Pick<Deps, "db" | "signalTypeCache">, name: string): Promise<void> {
   if (!(await deleteSignalType(deps.db, name))) throw new NotFoundError(`no signal type named '${name}'`);
   deps.signalTypeCache?.forget(name);
+}
+
+/** What a declaration's auth must hold beyond its shape: secrets that can verify, and a run binding where the signature has none. */
+function checkAuth(auth: SignalTypeInput["auth"]): ValidationIssue[] {
+  const issues: ValidationIssue[] = [];
+  if (auth.scheme === "standard-webhooks") {
+    (auth.secrets ?? []).forEach((secret, i) => {
+      if (!standardWebhooksKey(secret)?.byteLength) issues.push({ path: `/auth/secrets/${i}`, message: "must be whsec_ followed by base64 (as Standard Webhooks senders are given it)" });
+    });
+  }
+  if (BODY_ONLY_SCHEMES.includes(auth.scheme) && auth.run_pointer === undefined && auth.replay_across_runs !== true) {
+    issues.push({
+      path: "/auth/run_pointer",
+      message: `scheme '${auth.scheme}' signs the body only, so a captured delivery verifies for any run: name the payload field holding the run (run_pointer), or set replay_across_runs: true`,
+    });
+  }
+  return issues;
 }

@@ -24,6 +24,10 @@ export const SignalTypeBodySchema = z
           description: "JSON Pointer into the payload whose value must equal the run in the URL",
           example: "/metadata/run_id",
         }),
+        replay_across_runs: z.boolean().optional().openapi({
+          description:
+            "github, shopify, hmac-sha256: their signature covers the body only, so a captured delivery verifies for any run. Such a type names `run_pointer`, or sets this to true to accept that.",
+        }),
       })
       .strict()
       .superRefine((a, ctx) => {

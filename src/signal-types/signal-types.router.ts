@@ -12,6 +12,7 @@ const AuthViewSchema = z
     tolerance_s: z.number().int(),
     header: z.string().optional(),
     run_pointer: z.string().optional(),
+    replay_across_runs: z.literal(true).optional(),
   })
   .openapi("SignalTypeAuthView");
 
@@ -38,7 +39,7 @@ const put = createRoute({
   operationId: "putSignalType",
   summary: "Create or replace a signal type",
   description:
-    "The declared contract of a signal: the JSON Schema (draft 2020-12) every payload must satisfy, how senders authenticate (`auth.scheme`), how long a signal that finds no open wait is kept (`buffer_ttl_s`), and for human decisions the allowed `responses`. Secrets are write-only: responses show `secret_count`. An invalid JSON Schema is 422.",
+    "The declared contract of a signal: the JSON Schema (draft 2020-12) every payload must satisfy, how senders authenticate (`auth.scheme`), how long a signal that finds no open wait is kept (`buffer_ttl_s`), and for human decisions the allowed `responses`. Secrets are write-only: responses show `secret_count`. An invalid JSON Schema is 422, and so is a Standard Webhooks secret that is not `whsec_` + base64, or a body-only scheme (github, shopify, hmac-sha256) with neither `run_pointer` nor `replay_across_runs: true`.",
   tags: ["Signal types"],
   security: bearerSecurity,
   request: { params: NameParams, body: { content: { "application/json": { schema: SignalTypeBodySchema } }, required: true } },

@@ -85,10 +85,10 @@ describe("secrets are write-only", () => {
     const a = await put("secret-sw", { auth: { scheme: "standard-webhooks", secrets: [SECRET_SW], tolerance_s: 120 } });
     expect(a.status).toBe(201);
     texts.push(await a.text());
-    const b = await put("secret-gh", { auth: { scheme: "github", secrets: [SECRET_GH, SECRET_ROTATED] } });
+    const b = await put("secret-gh", { auth: { scheme: "github", secrets: [SECRET_GH, SECRET_ROTATED], replay_across_runs: true } });
     expect(b.status).toBe(201);
     texts.push(await b.text());
-    const again = await put("secret-gh", { auth: { scheme: "github", secrets: [SECRET_GH, SECRET_ROTATED] } });
+    const again = await put("secret-gh", { auth: { scheme: "github", secrets: [SECRET_GH, SECRET_ROTATED], replay_across_runs: true } });
     expect(again.status).toBe(200);
     texts.push(await again.text());
 
@@ -193,6 +193,29 @@ describe("invalid declarations change nothing", () => {
     expect(p.validation_errors?.map((v) => v.path).some((path) => path.startsWith(pointer))).toBe(true);
     await expectProblem(await app.api("/signal-types/bad-input-type"), 404);
     expect(await count()).toBe(before);
+  });
+
+  it.each([
+    ["a Standard Webhooks secret that is not base64 (it could never verify)", { auth: { scheme: "standard-webhooks", secrets: ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "whsec_not base64!"] } }, "/auth/secrets/1"],
+    ["a Standard Webhooks secret with nothing after whsec_", { auth: { scheme: "standard-webhooks", secrets: ["whsec_"] } }, "/auth/secrets/0"],
+    ["github with neither run_pointer nor replay_across_runs", { auth: { scheme: "github", secrets: ["k"] } }, "/auth/run_pointer"],
+    ["shopify with neither run_pointer nor replay_across_runs", { auth: { scheme: "shopify", secrets: ["k"] } }, "/auth/run_pointer"],
+    ["hmac-sha256 with neither run_pointer nor replay_across_runs", { auth: { scheme: "hmac-sha256", secrets: ["k"], header: "X-Sig" } }, "/auth/run_pointer"],
+    ["github with replay_across_runs: false", { auth: { scheme: "github", secrets: ["k"], replay_across_runs: false } }, "/auth/run_pointer"],
+  ])("%s is 422 naming the field, and nothing is declared", async (_label, body, pointer) => {
+    const before = await count();
+    const p = await expectProblem(await put("bad-auth-type", body), 422);
+    expect(p.validation_errors?.map((v) => v.path)).toEqual([pointer]);
+    await expectProblem(await app.api("/signal-types/bad-auth-type"), 404);
+    expect(await count()).toBe(before);
+  });
+
+  it("a body-only scheme is declared with run_pointer, or with replay_across_runs: true (shown back)", async () => {
+    const bound = await put("gh-bound-type", { auth: { scheme: "github", secrets: ["k"], run_pointer: "/repository/run" } });
+    expect(bound.status).toBe(201);
+    const open = await put("gh-open-type", { auth: { scheme: "github", secrets: ["k"], replay_across_runs: true } });
+    expect(open.status).toBe(201);
+    expect(((await open.json()) as { auth: unknown }).auth).toEqual({ scheme: "github", secret_count: 1, tolerance_s: 300, replay_across_runs: true });
   });
 
   it.each([

@@ -45,10 +45,10 @@ const SCHEMES: Scheme[] = [
   { type: "sw-lib", auth: { scheme: "standard-webhooks" }, secret: swSecret(1), other: swSecret(2), timestamped: true, required: ["webhook-id", "webhook-timestamp", "webhook-signature"], sign: signStandard },
   { type: "sw-svix", auth: { scheme: "standard-webhooks" }, secret: swSecret(3), other: swSecret(4), timestamped: true, required: ["webhook-id", "webhook-timestamp", "webhook-signature"], sign: signSvix },
   { type: "stripe", auth: { scheme: "stripe" }, secret: "whsec_stripe_endpoint_secret_one", other: "whsec_stripe_endpoint_secret_two", timestamped: true, required: ["stripe-signature"], sign: signStripe },
-  { type: "github", auth: { scheme: "github" }, secret: "It's a Secret to Everybody", other: "It's a Secret to Nobody", timestamped: false, required: ["x-hub-signature-256"], sign: (s, b) => signGithub(s, b) },
-  { type: "shopify", auth: { scheme: "shopify" }, secret: "shpss_app_client_secret_1", other: "shpss_app_client_secret_2", timestamped: false, required: ["x-shopify-hmac-sha256"], sign: signShopify },
+  { type: "github", auth: { scheme: "github", replay_across_runs: true }, secret: "It's a Secret to Everybody", other: "It's a Secret to Nobody", timestamped: false, required: ["x-hub-signature-256"], sign: (s, b) => signGithub(s, b) },
+  { type: "shopify", auth: { scheme: "shopify", replay_across_runs: true }, secret: "shpss_app_client_secret_1", other: "shpss_app_client_secret_2", timestamped: false, required: ["x-shopify-hmac-sha256"], sign: signShopify },
   { type: "slack", auth: { scheme: "slack" }, secret: "8f742231b10e8888abcd99yyyzzz85a5", other: "8f742231b10e8888abcd99yyyzzz85a6", timestamped: true, required: ["x-slack-request-timestamp", "x-slack-signature"], sign: signSlack },
-  { type: "generic", auth: { scheme: "hmac-sha256", header: "X-Signature" }, secret: "generic-shared-secret", other: "generic-other-secret", timestamped: false, required: ["x-signature"], sign: signGeneric("x-signature") },
+  { type: "generic", auth: { scheme: "hmac-sha256", header: "X-Signature", replay_across_runs: true }, secret: "generic-shared-secret", other: "generic-other-secret", timestamped: false, required: ["x-signature"], sign: signGeneric("x-signature") },
 ];
 
 let app: TestApp;

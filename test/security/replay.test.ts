@@ -232,7 +232,7 @@ describe("run binding (auth.run_pointer) for schemes that sign no id", () => {
   });
 
   it("without run_pointer a body-only signature does not bind the run: documented residual risk (API.md: set run_pointer)", async () => {
-    await putType(app, "gh-free", { auth: { scheme: "github", secrets: ["gh-secret"] }, buffer_ttl_s: 0 });
+    await putType(app, "gh-free", { auth: { scheme: "github", secrets: ["gh-secret"], replay_across_runs: true }, buffer_ttl_s: 0 });
     const a = run("free");
     const b = run("free");
     await openWaitFor(app, a, "gh-free");

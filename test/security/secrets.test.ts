@@ -13,10 +13,10 @@ const tag = randomBytes(6).toString("hex");
 const SECRETS: Record<string, { auth: Record<string, unknown>; secret: string; sign(secret: string, body: string): Hdrs | Promise<Hdrs> }> = {
   "s-sw": { auth: { scheme: "standard-webhooks" }, secret: `whsec_${randomBytes(32).toString("base64")}`, sign: (s, b) => signStandard(s, b) },
   "s-stripe": { auth: { scheme: "stripe" }, secret: `whsec_stripe_${tag}_SENTINEL`, sign: (s, b) => signStripe(s, b) },
-  "s-github": { auth: { scheme: "github" }, secret: `gh_${tag}_SENTINEL`, sign: (s, b) => signGithub(s, b) },
-  "s-shopify": { auth: { scheme: "shopify" }, secret: `shp_${tag}_SENTINEL`, sign: (s, b) => signShopify(s, b) },
+  "s-github": { auth: { scheme: "github", replay_across_runs: true }, secret: `gh_${tag}_SENTINEL`, sign: (s, b) => signGithub(s, b) },
+  "s-shopify": { auth: { scheme: "shopify", replay_across_runs: true }, secret: `shp_${tag}_SENTINEL`, sign: (s, b) => signShopify(s, b) },
   "s-slack": { auth: { scheme: "slack" }, secret: `slk_${tag}_SENTINEL`, sign: (s, b) => signSlack(s, b) },
-  "s-generic": { auth: { scheme: "hmac-sha256", header: "X-Sig" }, secret: `gen_${tag}_SENTINEL`, sign: (s, b) => ({ "x-sig": createHex(s, b) }) },
+  "s-generic": { auth: { scheme: "hmac-sha256", header: "X-Sig", replay_across_runs: true }, secret: `gen_${tag}_SENTINEL`, sign: (s, b) => ({ "x-sig": createHex(s, b) }) },
 };
 function createHex(secret: string, body: string) {
   return createHmac("sha256", secret).update(body).digest("hex");
@@ -57,6 +57,9 @@ afterAll(async () => {
   await app?.close();
 });
 
+/** A second, rotated-in secret of the same scheme (Standard Webhooks secrets must be base64). */
+const secondSecret = (scheme: string, secret: string) => (scheme === "standard-webhooks" ? `whsec_${randomBytes(24).toString("base64")}` : `${secret}x`);
+
 function expectNoLeak(texts: string[], where: string) {
   for (const t of texts) for (const form of ALL_FORMS) expect(t.includes(form), `${where} contains a secret (${form.slice(0, 12)}...)`).toBe(false);
 }
@@ -64,7 +67,7 @@ function expectNoLeak(texts: string[], where: string) {
 describe("secrets never leave the server", () => {
   it("PUT, GET one, GET all show secret_count only", async () => {
     for (const [name, s] of Object.entries(SECRETS)) {
-      const put = await keep(await app.api(`/signal-types/${name}`, { method: "PUT", json: { auth: { ...s.auth, secrets: [s.secret, `${s.secret}x`] }, buffer_ttl_s: 3600 } }));
+      const put = await keep(await app.api(`/signal-types/${name}`, { method: "PUT", json: { auth: { ...s.auth, secrets: [s.secret, secondSecret(s.auth.scheme, s.secret)] }, buffer_ttl_s: 3600 } }));
       expect(put.status).toBe(200);
       const body = (await put.json()) as { auth: Record<string, unknown> };
       expect(body.auth).toMatchObject({ scheme: s.auth.scheme, secret_count: 2 });
@@ -147,7 +150,7 @@ describe("at rest: encrypted under SIGNALBOX_SECRET_KEY, bound to the signal typ
     expectNoLeak(rows.map((r) => String(r.auth)), "signal_types.auth");
     // Sealing twice gives different ciphertexts (random IV).
     const [a] = await app.database.sql`select auth->'secrets'->>0 as c from signalbox.signal_types where name = 's-github'`;
-    await putType(app, "s-github", { auth: { scheme: "github", secrets: [SECRETS["s-github"]!.secret] }, buffer_ttl_s: 3600 });
+    await putType(app, "s-github", { auth: { scheme: "github", secrets: [SECRETS["s-github"]!.secret], replay_across_runs: true }, buffer_ttl_s: 3600 });
     const [b] = await app.database.sql`select auth->'secrets'->>0 as c from signalbox.signal_types where name = 's-github'`;
     expect(a!.c).not.toBe(b!.c);
   });
@@ -162,7 +165,7 @@ describe("at rest: encrypted under SIGNALBOX_SECRET_KEY, bound to the signal typ
 
   it("a ciphertext copied to another signal type's row does not verify there (401, not 500); the original still does", async () => {
     const src = SECRETS["s-shopify"]!;
-    await putType(app, "s-target", { auth: { scheme: "shopify", secrets: ["target-own-secret"] }, buffer_ttl_s: 3600 });
+    await putType(app, "s-target", { auth: { scheme: "shopify", secrets: ["target-own-secret"], replay_across_runs: true }, buffer_ttl_s: 3600 });
     await updateTypeRow(app, "s-target", () => app.database.sql`update signalbox.signal_types set auth = jsonb_set(auth, '{secrets}', (select auth->'secrets' from signalbox.signal_types where name = 's-shopify')) where name = 's-target'`);
     const body = '{"copied":1}';
     const before = await unauthenticatedCount(app);

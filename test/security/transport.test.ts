@@ -17,7 +17,7 @@ beforeAll(async () => {
   app = await startTestApp({ worker: false, env: { SIGNALBOX_MAX_BODY_BYTES: String(MAX) } });
   port = new URL(app.baseUrl).port;
   await putType(app, "sw", { auth: { scheme: "standard-webhooks", secrets: [SW] }, buffer_ttl_s: 600 });
-  await putType(app, "gh", { auth: { scheme: "github", secrets: [GH] }, buffer_ttl_s: 600 });
+  await putType(app, "gh", { auth: { scheme: "github", secrets: [GH], replay_across_runs: true }, buffer_ttl_s: 600 });
 });
 afterAll(async () => {
   await app?.close();
