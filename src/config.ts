@@ -44,6 +44,8 @@ const ConfigSchema = z.object({
   SIGNALBOX_DELIVERY_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(100).default(10),
   SIGNALBOX_SIGNAL_TYPES_FILE: z.string().min(1).optional(),
   SIGNALBOX_PUBLIC_URL: z.string().url().optional(),
+  /** Hosts (name or name:port) approval links may take from a request when SIGNALBOX_PUBLIC_URL is unset; empty: loopback only. */
+  SIGNALBOX_LINK_HOSTS: csv,
   /** Approval-link signing keys (`kid:secret,...`); unset, one is generated into the data dir. */
   SIGNALBOX_LINK_KEYS: linkKeys,
   /** Sensor targets allowed despite the link-local guard (CIDRs or addresses). */

@@ -7,6 +7,7 @@ import type { Metrics } from "../core/metrics.ts";
 import { bearerSecurity, commonProblems, defaultHook, json, noSecurity, problems, WaitIdSchema } from "../http/openapi.ts";
 import { ProblemSchema, problemFromError, problemResponse } from "../http/problem.ts";
 import { createLinks } from "./create-links.ts";
+import { linkOrigin } from "./link-origin.ts";
 import { confirmPage, errorPage, PAGE_HEADERS, resultPage } from "./pages.ts";
 import { checkLinkToken, formTooLarge, inspectLink, LinkError, MAX_COMMENT_CHARS, MAX_FORM_BYTES, respondToLink } from "./respond-to-link.ts";
 import { readCapped } from "../core/read-capped.ts";
@@ -38,7 +39,7 @@ const create = createRoute({
   operationId: "createApprovalLinks",
   summary: "Make signed one-time links a person answers the wait with",
   description:
-    "One link per allowed `responses` value of the wait's signal type (409 for a type without responses, or a wait that is not waiting). Links are absolute, on `SIGNALBOX_PUBLIC_URL` or else the origin of this request, and need no token: `GET` shows a confirmation page, `POST` sends `{response, responder, comment}` as the wait's signal. The links of one call work once between them, only for this wait, until `expires_at`.",
+    "One link per allowed `responses` value of the wait's signal type (409 for a type without responses, or a wait that is not waiting). Links are absolute, on `SIGNALBOX_PUBLIC_URL` or else the origin of this request if its host is allowed (`SIGNALBOX_LINK_HOSTS`, by default loopback names only; 400 otherwise), and need no token: `GET` shows a confirmation page, `POST` sends `{response, responder, comment}` as the wait's signal. The links of one call work once between them, only for this wait, until `expires_at`.",
   tags: ["Approvals"],
   security: bearerSecurity,
   request: {
@@ -102,7 +103,7 @@ const answer = createRoute({
 export function approvalsRouter(deps: Deps & { metrics: Metrics }) {
   const app = new OpenAPIHono({ defaultHook }).openapi(create, async (c) => {
     const body = c.req.valid("json");
-    const baseUrl = deps.config.SIGNALBOX_PUBLIC_URL ?? new URL(c.req.url).origin;
+    const baseUrl = linkOrigin(deps.config, c.req.url);
     const made = await createLinks(deps, { waitId: c.req.valid("param").id, ttlS: body.ttl_s, responder: body.responder, baseUrl });
     return c.json({ links: made.links, expires_at: made.expiresAt.toISOString() }, 200);
   });

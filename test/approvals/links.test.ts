@@ -383,17 +383,37 @@ describe("quorum waits through links", () => {
 });
 
 describe("where links point", () => {
-  it("uses the origin of the request that made them", async () => {
-    const wait = await openWait("origin-1", { signal: "approval" });
-    const res = await rawRequest(app.baseUrl, {
+  const linksWithHost = (on: TestApp, waitId: string, host: string) =>
+    rawRequest(on.baseUrl, {
       method: "POST",
-      path: `/waits/${wait.id}/links`,
-      headers: { host: "signalbox.internal:8123", authorization: "Bearer test-management-key", "content-type": "application/json" },
+      path: `/waits/${waitId}/links`,
+      headers: { host, authorization: "Bearer test-management-key", "content-type": "application/json" },
       body: JSON.stringify({ responder: "kim" }),
     });
-    expect(res.status, res.text).toBe(200);
-    const { links } = JSON.parse(res.text);
-    expect(links.approve).toMatch(/^http:\/\/signalbox\.internal:8123\/approvals\/[\w-]+\.[\w-]+\.[\w-]+$/);
+
+  it("without SIGNALBOX_PUBLIC_URL, a loopback request's own origin", async () => {
+    const wait = await openWait("origin-0", { signal: "approval" });
+    const { links } = await makeLinks(wait.id);
+    expect(links.approve!.startsWith(`${app.baseUrl}/approvals/`)).toBe(true);
+  });
+
+  it("never a Host the sender chose: another host is 400 unless SIGNALBOX_LINK_HOSTS lists it", async () => {
+    const wait = await openWait("origin-1", { signal: "approval" });
+    const refused = await linksWithHost(app, wait.id, "evil.example");
+    expect(refused.status, refused.text).toBe(400);
+    expect(JSON.parse(refused.text).detail).toMatch(/SIGNALBOX_PUBLIC_URL.*SIGNALBOX_LINK_HOSTS/);
+
+    const other = await startTestApp({ worker: false, env: { SIGNALBOX_LINK_HOSTS: "signalbox.internal:8123" } });
+    try {
+      await declare(other, "approval", { auth: { scheme: "none" }, responses: ["approve", "reject"] });
+      const listed = await openWait("origin-2", { signal: "approval" }, other);
+      const res = await linksWithHost(other, listed.id, "signalbox.internal:8123");
+      expect(res.status, res.text).toBe(200);
+      expect(JSON.parse(res.text).links.approve).toMatch(/^http:\/\/signalbox\.internal:8123\/approvals\/[\w-]+\.[\w-]+\.[\w-]+$/);
+      expect((await linksWithHost(other, listed.id, "evil.example")).status).toBe(400);
+    } finally {
+      await other.close();
+    }
   });
 
   it("uses SIGNALBOX_PUBLIC_URL when set (a path prefix kept, no double slash)", async () => {

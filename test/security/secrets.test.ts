@@ -67,7 +67,7 @@ function expectNoLeak(texts: string[], where: string) {
 describe("secrets never leave the server", () => {
   it("PUT, GET one, GET all show secret_count only", async () => {
     for (const [name, s] of Object.entries(SECRETS)) {
-      const put = await keep(await app.api(`/signal-types/${name}`, { method: "PUT", json: { auth: { ...s.auth, secrets: [s.secret, secondSecret(s.auth.scheme, s.secret)] }, buffer_ttl_s: 3600 } }));
+      const put = await keep(await app.api(`/signal-types/${name}`, { method: "PUT", json: { auth: { ...s.auth, secrets: [s.secret, secondSecret(String(s.auth.scheme), s.secret)] }, buffer_ttl_s: 3600 } }));
       expect(put.status).toBe(200);
       const body = (await put.json()) as { auth: Record<string, unknown> };
       expect(body.auth).toMatchObject({ scheme: s.auth.scheme, secret_count: 2 });
