@@ -27,7 +27,9 @@ export async function startService(env: Record<string, string>): Promise<Service
   const flags = (process.env.BENCH_NODE_FLAGS ?? "").split(" ").filter(Boolean);
   const child: ChildProcess = spawn(process.execPath, [...flags, "src/main.ts"], {
     cwd: ROOT,
-    env: { ...process.env, ...env, PORT: String(port) },
+    // One load generator stands for many senders: the rate limits stay on (their cost is
+    // measured) but far above what it sends.
+    env: { ...process.env, SIGNALBOX_RATE_LIMIT_PER_ADDRESS: "1000000", SIGNALBOX_RATE_LIMIT_PER_SIGNAL_TYPE: "1000000", ...env, PORT: String(port) },
     stdio: ["ignore", "pipe", "pipe"],
     // Its own process group: a Ctrl-C in the terminal reaches the bench, which stops it in order.
     detached: true,

@@ -2,6 +2,7 @@ import { OpenAPIHono } from "@hono/zod-openapi";
 import { Scalar } from "@scalar/hono-api-reference";
 import { bodyLimit } from "hono/body-limit";
 import { requestId } from "hono/request-id";
+import { bearerToken } from "./auth/api-keys.ts";
 import { managementAuth, tokenVerifier } from "./auth/management-auth.ts";
 import { pgCode, type Deps } from "./core/context.ts";
 import { PayloadTooLargeError, ServiceError } from "./core/errors.ts";
@@ -10,6 +11,7 @@ import { createMetrics } from "./core/metrics.ts";
 import { healthRouter, type ReadinessChecks } from "./http/health.router.ts";
 import { inputGuard } from "./http/input-guard.ts";
 import { metricsRouter } from "./http/metrics.router.ts";
+import { rateLimit } from "./http/rate-limit.ts";
 import { defaultHook } from "./http/openapi.ts";
 import { problemFromError, problemResponse } from "./http/problem.ts";
 import { runsRouter } from "./runs/runs.router.ts";
@@ -27,6 +29,8 @@ export interface AppDeps extends Deps {
 }
 
 const PUBLIC_PATHS = new Set(["/healthz", "/readyz", "/metrics", "/openapi.json", "/docs"]);
+/** Public paths that cost work; the probes stay unlimited (an orchestrator must always get an answer). */
+const RATE_LIMITED_PATHS = new Set(["/metrics", "/openapi.json", "/docs"]);
 /** Approval links carry their own credential (a signed token in the path). */
 const isApprovalLink = (path: string) => path.startsWith(APPROVAL_LINK_PREFIX);
 const INTAKE = /^\/signals\/[^/]+\/[^/]+$/;
@@ -78,6 +82,17 @@ export function createApp(deps: AppDeps) {
     metrics.httpDuration.observe({ method: c.req.method, route: c.req.routePath, status: String(c.res.status) }, seconds);
     deps.log.info({ method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(seconds * 1000) }, "request");
   });
+  // Bursts are capped per sender before anything else is done for them, burst twice the rate.
+  const rate = (perS: number) => (perS > 0 ? { perS, burst: 2 * perS } : null);
+  app.use(
+    rateLimit({
+      perAddress: rate(deps.config.SIGNALBOX_RATE_LIMIT_PER_ADDRESS),
+      perSignalType: rate(deps.config.SIGNALBOX_RATE_LIMIT_PER_SIGNAL_TYPE),
+      trustedProxies: deps.config.SIGNALBOX_TRUSTED_PROXIES,
+      classify: (method, path) => (isIntake(method, path) ? (path.split("/")[3] ?? "") : RATE_LIMITED_PATHS.has(path) || isApprovalLink(path) ? "" : null),
+      isManagement: (authorization) => verifyToken(bearerToken(authorization)),
+    }),
+  );
   // Who is asking before any body is read: hono's bodyLimit buffers a chunked body whole.
   app.use(managementAuth({ skip: (method, path) => PUBLIC_PATHS.has(path) || isIntake(method, path) || isApprovalLink(path), verify: verifyToken }));
   app.use(async function limitBody(c, next) {

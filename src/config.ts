@@ -1,3 +1,4 @@
+import { isIP } from "node:net";
 import { z } from "zod";
 
 /** Every environment variable signalbox reads, parsed once. `main.ts` is the only caller with `process.env`. */
@@ -57,6 +58,20 @@ const ConfigSchema = z.object({
   SIGNALBOX_POLL_INTERVAL_MS: z.coerce.number().int().min(50).default(100),
   SIGNALBOX_SSE_HEARTBEAT_S: z.coerce.number().positive().default(15),
   SIGNALBOX_WORKER_STALE_S: z.coerce.number().positive().default(60),
+  /** Public requests (intake, approval links, metrics, docs) one client address may send a second, sustained; 0: no limit. */
+  SIGNALBOX_RATE_LIMIT_PER_ADDRESS: z.coerce.number().min(0).default(100),
+  /** Anonymous intake requests one signal type takes a second from all addresses together; 0: no limit. */
+  SIGNALBOX_RATE_LIMIT_PER_SIGNAL_TYPE: z.coerce.number().min(0).default(1000),
+  /** Proxies (addresses or CIDRs) whose X-Forwarded-For names the client; unset, the header is ignored. */
+  SIGNALBOX_TRUSTED_PROXIES: csv.superRefine((entries, ctx) => {
+    for (const entry of entries) {
+      const [address = "", bits] = entry.split("/");
+      const version = isIP(address);
+      if (version === 0 || (bits !== undefined && !(/^\d+$/.test(bits) && Number(bits) <= (version === 4 ? 32 : 128)))) {
+        ctx.addIssue({ code: "custom", message: `'${entry}' is not an address or CIDR` });
+      }
+    }
+  }),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });
 

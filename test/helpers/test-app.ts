@@ -83,6 +83,10 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
     SIGNALBOX_DELIVERY_BACKOFF_S: "0.05",
     SIGNALBOX_POLL_INTERVAL_MS: "100",
     SIGNALBOX_WORKER_STALE_S: "2",
+    // Tests send from one address far faster than a sender would: limits on, but out of reach
+    // (test/hostile/rate-limits.test.ts sets its own).
+    SIGNALBOX_RATE_LIMIT_PER_ADDRESS: "1000000",
+    SIGNALBOX_RATE_LIMIT_PER_SIGNAL_TYPE: "1000000",
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "silent",
     ...opts.env,
   });

@@ -1,0 +1,109 @@
+import { BlockList, isIP } from "node:net";
+import { getConnInfo } from "@hono/node-server/conninfo";
+import type { Context, MiddlewareHandler } from "hono";
+import { problemResponse } from "./problem.ts";
+
+export interface Rate {
+  /** Requests a second, sustained. */
+  perS: number;
+  /** Requests allowed at once before the rate applies. */
+  burst: number;
+}
+
+/**
+ * Token buckets by key, at most `maxKeys` of them: keys are the client's choice (addresses,
+ * signal names), so past the bound the longest-idle bucket is dropped (it was full anyway, or
+ * nearly: a dropped bucket starts full again).
+ */
+export class TokenBuckets {
+  readonly #buckets = new Map<string, { tokens: number; at: number }>();
+  readonly #rate: Rate;
+  readonly #maxKeys: number;
+
+  constructor(rate: Rate, maxKeys = 10_000) {
+    this.#rate = rate;
+    this.#maxKeys = maxKeys;
+  }
+
+  /** Takes a token for `key`: 0 when allowed, else the seconds until one is there. */
+  take(key: string, nowMs: number): number {
+    const bucket = this.#buckets.get(key) ?? { tokens: this.#rate.burst, at: nowMs };
+    this.#buckets.delete(key); // re-inserted last: the Map's order is idleness
+    bucket.tokens = Math.min(this.#rate.burst, bucket.tokens + ((nowMs - bucket.at) / 1000) * this.#rate.perS);
+    bucket.at = nowMs;
+    const allowed = bucket.tokens >= 1;
+    if (allowed) bucket.tokens -= 1;
+    this.#buckets.set(key, bucket);
+    if (this.#buckets.size > this.#maxKeys) this.#buckets.delete(this.#buckets.keys().next().value!);
+    return allowed ? 0 : (1 - bucket.tokens) / this.#rate.perS;
+  }
+
+  get size(): number {
+    return this.#buckets.size;
+  }
+}
+
+/** Addresses and CIDRs (`10.0.0.0/8`, `::1`) of the proxies whose X-Forwarded-For is believed. */
+export function proxyList(entries: string[]): BlockList {
+  const list = new BlockList();
+  for (const entry of entries) {
+    const [address = "", bits] = entry.split("/");
+    const type = isIP(address) === 6 ? "ipv6" : "ipv4";
+    if (bits === undefined) list.addAddress(address, type);
+    else list.addSubnet(address, Number(bits), type);
+  }
+  return list;
+}
+
+const isTrusted = (proxies: BlockList, address: string) => isIP(address) !== 0 && proxies.check(address, isIP(address) === 6 ? "ipv6" : "ipv4");
+
+/**
+ * Who sent the request: the peer's address, or, when the peer is a trusted proxy, the nearest
+ * address in X-Forwarded-For that is not one (a client can prepend anything to the header;
+ * only what trusted proxies appended counts).
+ */
+export function clientAddress(c: Context, proxies: BlockList): string {
+  let address = getConnInfo(c).remote.address ?? "unknown";
+  if (!isTrusted(proxies, address)) return address;
+  const hops = (c.req.header("x-forwarded-for") ?? "").split(",").map((h) => h.trim()).filter(Boolean);
+  while (hops.length > 0 && isTrusted(proxies, address)) address = hops.pop()!;
+  return address;
+}
+
+export interface RateLimitOptions {
+  /** Per client address, over every public request; null: off. */
+  perAddress: Rate | null;
+  /** Per signal type, over anonymous intake to it from all addresses together; null: off. */
+  perSignalType: Rate | null;
+  trustedProxies: string[];
+  /** The signal name when the request is intake, "" for another public request, null when the limits do not apply. */
+  classify(method: string, path: string): string | null;
+  /** Whether the request carries a valid management token: such callers are never limited. */
+  isManagement(authorization: string | undefined): Promise<boolean>;
+  now?: () => number;
+}
+
+/**
+ * Limits what anyone may send to the public endpoints (intake, approval links, metrics, the
+ * API document): 429 problem+json with Retry-After past a client's share, before any work.
+ */
+export const rateLimit = (opts: RateLimitOptions): MiddlewareHandler => {
+  const proxies = proxyList(opts.trustedProxies);
+  const byAddress = opts.perAddress && new TokenBuckets(opts.perAddress);
+  const bySignalType = opts.perSignalType && new TokenBuckets(opts.perSignalType);
+  const now = opts.now ?? Date.now;
+  return async function limitRate(c, next) {
+    const signal = opts.classify(c.req.method, c.req.path);
+    if (signal === null || (!byAddress && !bySignalType)) return next();
+    const authorization = c.req.header("authorization");
+    if (authorization && (await opts.isManagement(authorization))) return next();
+    const at = now();
+    const waitS = Math.max(byAddress?.take(clientAddress(c, proxies), at) ?? 0, signal && bySignalType ? bySignalType.take(signal, at) : 0);
+    if (waitS === 0) return next();
+    return problemResponse(
+      c,
+      { type: "https://signalbox.dev/problems/rate-limited", title: "Too Many Requests", status: 429, detail: `too many requests: try again in ${Math.ceil(waitS)} s` },
+      { "retry-after": String(Math.ceil(waitS)) },
+    );
+  };
+};
