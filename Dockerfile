@@ -7,7 +7,9 @@
 # build check; only the checked sources leave this stage.
 FROM node:24-slim AS build
 WORKDIR /app
+# patches/ first: npm ci's postinstall (patch-package) applies them to node_modules.
 COPY package.json package-lock.json ./
+COPY patches ./patches
 RUN npm ci --no-audit --no-fund
 COPY . .
 RUN npm run lint
@@ -20,7 +22,10 @@ ENV NODE_ENV=production \
     SIGNALBOX_DATA_DIR=/var/lib/signalbox
 WORKDIR /app
 COPY package.json package-lock.json ./
+COPY patches ./patches
+# Install scripts stay off; our own patches (patch-package, see patches/) are applied explicitly.
 RUN npm ci --omit=dev --omit=optional --ignore-scripts --no-audit --no-fund \
+ && npx --no-install patch-package \
  && npm cache clean --force \
  && mkdir -p /var/lib/signalbox \
  && chown node:node /var/lib/signalbox

@@ -5,7 +5,8 @@ import { requestId } from "hono/request-id";
 import { bearerToken } from "./auth/api-keys.ts";
 import { managementAuth, tokenVerifier } from "./auth/management-auth.ts";
 import { pgCode, type Deps } from "./core/context.ts";
-import { PayloadTooLargeError, ServiceError } from "./core/errors.ts";
+import { PayloadTooLargeError, ServiceError, ServiceUnavailableError } from "./core/errors.ts";
+import { isDatabaseUnavailable, type DatabaseAvailability } from "./db/availability.ts";
 import { requestContext } from "./core/logger.ts";
 import { createMetrics } from "./core/metrics.ts";
 import { healthRouter, type ReadinessChecks } from "./http/health.router.ts";
@@ -26,6 +27,8 @@ export interface AppDeps extends Deps {
   readiness: ReadinessChecks;
   /** Aborted on SIGTERM: held long-polls answer at once. */
   shutdown: AbortSignal;
+  /** Whether the database is reachable: while it is not, requests that need it answer 503 at once. */
+  availability?: DatabaseAvailability;
 }
 
 const PUBLIC_PATHS = new Set(["/healthz", "/readyz", "/metrics", "/openapi.json", "/docs"]);
@@ -106,6 +109,11 @@ export function createApp(deps: AppDeps) {
     })(c, next);
   });
   app.use(inputGuard({ skipBody: isIntake }));
+  app.use(async function failFastWhileDatabaseDown(c, next) {
+    // Every route but the public ones reads or writes the database: do not queue for it.
+    if (deps.availability && !deps.availability.up && !PUBLIC_PATHS.has(c.req.path)) throw databaseUnavailable();
+    return next();
+  });
 
   app.route("/", healthRouter(deps.readiness));
   app.route("/", metricsRouter(deps, metrics));
@@ -135,8 +143,18 @@ export function createApp(deps: AppDeps) {
 
   app.notFound((c) => problemResponse(c, { type: "https://signalbox.dev/problems/not-found", title: "Not Found", status: 404, detail: `no route for ${c.req.method} ${c.req.path}` }));
   app.onError((err, c) => {
+    if (!(err instanceof ServiceError) && isDatabaseUnavailable(err)) {
+      // The database went away under this request (refused, dropped, shutting down): nothing was
+      // answered, so the caller may retry. Not a 500: nothing is wrong with the request or with us.
+      deps.availability?.observe(err);
+      deps.log.debug({ err: describeError(err) }, "database unavailable");
+      err = databaseUnavailable();
+    }
     if (err instanceof ServiceError) {
-      return problemResponse(c, problemFromError(err), err.status === 401 ? { "www-authenticate": 'Bearer realm="signalbox"' } : {});
+      const headers: Record<string, string> = {};
+      if (err.status === 401) headers["www-authenticate"] = 'Bearer realm="signalbox"';
+      if (err instanceof ServiceUnavailableError) headers["retry-after"] = String(err.retryAfterS);
+      return problemResponse(c, problemFromError(err), headers);
     }
     const status = (err as { status?: unknown }).status;
     if (typeof status === "number" && status >= 400 && status < 500) {
@@ -153,6 +171,8 @@ export function createApp(deps: AppDeps) {
   });
   return app;
 }
+
+const databaseUnavailable = () => new ServiceUnavailableError("the database is unavailable; retry shortly", 1);
 
 /**
  * What an unexpected error may put in the log: its kind, Postgres code and first line, and the

@@ -10,6 +10,7 @@ import { createMetrics } from "./core/metrics.ts";
 import { openDatabase } from "./db/client.ts";
 import type { EmbeddedDatabase } from "./db/embedded.ts";
 import { migrateDatabase } from "./db/migrate.ts";
+import { DatabaseAvailability } from "./db/availability.ts";
 import { pingDatabase } from "./db/ping.ts";
 import { loadSignalTypesFile } from "./signal-types/load-signal-types-file.ts";
 import { SignalTypeCache } from "./signal-types/signal-type-cache.ts";
@@ -55,6 +56,16 @@ async function main() {
 
   const changes = new ChangeFeed();
   await changes.listen(database.sql, log);
+  // While the database is away requests answer 503 at once; when it is back, what may have
+  // changed unseen (NOTIFYs are lost meanwhile) is read again.
+  const availability = new DatabaseAvailability(database.db);
+  availability.onChange((up) => {
+    if (up) {
+      signalTypeCache.clear();
+      changes.wakeAll();
+    }
+    log[up ? "info" : "warn"](up ? "database reachable again" : "database unreachable: answering 503 until it is back");
+  });
   const workerStaleS = config.SIGNALBOX_WORKER_STALE_S;
   const worker = await startWorker(
     { ...deps, workerStaleS },
@@ -66,9 +77,17 @@ async function main() {
     ...deps,
     changes,
     shutdown: shutdown.signal,
+    availability,
     readiness: {
-      database: () => pingDatabase(database.db),
+      // The LISTEN connection counts as the database: without it long-polls and the signal type
+      // cache would miss changes.
+      database: async () => availability.up && (await Promise.all([pingDatabase(database.db), changes.listening()])).every(Boolean),
       worker: () => worker.healthy(),
+      parts: async () => {
+        const [reachable, listening] = await Promise.all([pingDatabase(database.db), changes.listening()]);
+        const w = worker.status();
+        return { database_reachable: reachable, database_listen: listening, worker_running: w.running, worker_polling: w.polling, worker_listening: w.listening, worker_restarts: w.restarts };
+      },
     },
   });
   const server = serve({ fetch: app.fetch, port: config.PORT, hostname: "0.0.0.0" });
@@ -98,17 +117,26 @@ async function main() {
       process.exit(1);
     }, SHUTDOWN_BUDGET_MS).unref();
     shutdown.abort(); // held long-polls answer with the current state
-    await closeServer(server);
-    await worker.stop();
-    await changes.close();
-    await signalTypeCache.close();
-    await database.close();
-    await embedded?.stop();
+    // Every step is bounded and none may throw: the database may be away at any moment of this.
+    const step = (name: string, fn: () => Promise<unknown>, ms: number) => within(fn(), ms).catch((err) => log.warn({ err, step: name }, "shutdown step failed"));
+    await step("http", () => closeServer(server), 1_500);
+    await step("worker", () => worker.stop(), 5_500);
+    availability.close();
+    await step("listen", () => Promise.all([changes.close(), signalTypeCache.close()]), 500);
+    await step("database", () => database.close(), 1_000);
+    await step("embedded", async () => embedded?.stop(), 2_000);
     log.info("stopped");
     process.exit(0);
   };
   process.on("SIGTERM", () => void stop("SIGTERM"));
   process.on("SIGINT", () => void stop("SIGINT"));
+}
+
+/** `p`, or a rejection after `ms`. */
+function within<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`still running after ${ms} ms`)), ms)));
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
 }
 
 main().catch((err) => {

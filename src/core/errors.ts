@@ -48,3 +48,11 @@ export class PayloadTooLargeError extends ServiceError {
     super(413, "Payload Too Large", detail, extra);
   }
 }
+/** A dependency (the database) cannot serve the request now; the caller should retry after `retryAfterS`. */
+export class ServiceUnavailableError extends ServiceError {
+  readonly retryAfterS: number;
+  constructor(detail: string, retryAfterS = 1, extra: Record<string, unknown> = {}) {
+    super(503, "Service Unavailable", detail, extra);
+    this.retryAfterS = retryAfterS;
+  }
+}

@@ -13,6 +13,10 @@ export interface Database {
   close(): Promise<void>;
 }
 
+const CONNECT_TIMEOUT_S = 1;
+/** Seconds before connection attempt `n` (1, 2, ...) after a failure: 50 ms doubling to 500 ms, jittered. */
+export const reconnectDelayS = (n: number) => Math.min(0.5, 0.05 * 2 ** Math.max(0, n - 1)) * (0.5 + Math.random() / 2);
+
 /**
  * The pool for the HTTP verbs. Kept modest on purpose: every add_job NOTIFYs, and notifying
  * commits serialise on Postgres's notify lock, so more connections make the signal path slower.
@@ -20,6 +24,11 @@ export interface Database {
 export function openDatabase(url: string, opts: { max: number }): Database {
   const client = postgres(url, {
     max: opts.max,
+    // While the database is away, nothing may wait on it for long: a connection attempt gives up
+    // after CONNECT_TIMEOUT_S, and a failed one is tried again soon (postgres.js's default backoff
+    // grows to 20 s, and queued queries would wait that long for a connection).
+    connect_timeout: CONNECT_TIMEOUT_S,
+    backoff: reconnectDelayS,
     onnotice: () => {},
     // Bigints (sequences, event ids) come back as numbers; ids stay far below 2^53.
     types: { bigint: postgres.BigInt },

@@ -5,6 +5,9 @@ import type { Log } from "../core/logger.ts";
 export const WAIT_CHANGED_CHANNEL = "signalbox_wait_changed";
 export const RUN_CHANGED_CHANNEL = "signalbox_run_changed"; // by a trigger on every history event
 
+/** NOTIFYs this process sends itself to see that its LISTEN connection is up (see `listening`). */
+const PROBE_CHANNEL = "signalbox_feed_probe";
+
 export type Topic = `wait:${string}` | `run:${string}`;
 
 /**
@@ -18,12 +21,18 @@ export class ChangeFeed {
   readonly #waiters = new Map<Topic, Set<() => void>>();
   #unlisten: Array<() => Promise<void>> = [];
   #safetyPoll: NodeJS.Timeout | undefined;
+  #sql: postgres.Sql | undefined;
+  readonly #probes = new Map<string, () => void>();
 
   async listen(sql: postgres.Sql, log: Log, safetyPollMs = 10_000): Promise<void> {
+    this.#sql = sql;
+    // postgres.js listens again on a new connection after the old one dropped; NOTIFYs sent in
+    // between are lost, so every waiter re-reads then.
     const onReconnect = () => this.wakeAll();
     const subs = await Promise.all([
       sql.listen(WAIT_CHANGED_CHANNEL, (id) => this.wake(`wait:${id}`), onReconnect),
       sql.listen(RUN_CHANGED_CHANNEL, (id) => this.wake(`run:${id}`), onReconnect),
+      sql.listen(PROBE_CHANNEL, (nonce) => this.#probes.get(nonce)?.()),
     ]);
     this.#unlisten = subs.map((s) => s.unlisten);
     this.#safetyPoll = setInterval(() => this.wakeAll(), safetyPollMs);
@@ -66,6 +75,31 @@ export class ChangeFeed {
       } finally {
         watch.stop();
       }
+    }
+  }
+
+  /**
+   * Whether the LISTEN connection delivers: sends this process a NOTIFY and waits up to
+   * `timeoutMs` for it. False before `listen`, while the database is away, or while postgres.js
+   * has not listened again yet; waiters are woken then, since they may have missed changes.
+   */
+  async listening(timeoutMs = 1000): Promise<boolean> {
+    const sql = this.#sql;
+    if (!sql) return false;
+    const nonce = Math.random().toString(36).slice(2);
+    let timer: NodeJS.Timeout | undefined;
+    const heard = new Promise<boolean>((resolve) => {
+      this.#probes.set(nonce, () => resolve(true));
+      timer = setTimeout(() => resolve(false), timeoutMs);
+    });
+    try {
+      await sql.notify(PROBE_CHANNEL, nonce);
+      return await heard;
+    } catch {
+      return false;
+    } finally {
+      clearTimeout(timer);
+      this.#probes.delete(nonce);
     }
   }
 

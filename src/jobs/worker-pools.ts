@@ -36,3 +36,13 @@ export async function scheduleSweep(q: Queryable, inS: number, keepEarlier: bool
     jobKeyMode: keepEarlier ? "preserve_run_at" : "replace",
   });
 }
+
+/**
+ * Releases the jobs a worker pool of this process held when it stopped (a runner restarted after
+ * the database went away): they run again now, not when the pool would be seen as dead.
+ */
+export async function releasePool(q: Queryable, poolId: string): Promise<void> {
+  await q.execute(sql`
+    with gone as (delete from signalbox.worker_pools where pool_id = ${poolId}::text)
+    select graphile_worker.force_unlock_workers(array[${poolId}::text])`);
+}

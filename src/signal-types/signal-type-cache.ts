@@ -43,6 +43,11 @@ export class SignalTypeCache {
     return row;
   }
 
+  /** Drops every entry: changes may have been missed (the database or the LISTEN connection was away). */
+  clear(): void {
+    this.#entries.clear();
+  }
+
   /** After a change committed in this process: do not wait for our own NOTIFY. */
   forget(name: string): void {
     this.#forgetOne(name);

@@ -2,62 +2,169 @@ import { EventEmitter } from "node:events";
 import pg from "pg";
 import { run, type Runner, type WorkerEvents } from "graphile-worker";
 import { workerLogger } from "../core/logger.ts";
-import { forgetPool, heartbeat, releaseDeadPools, scheduleSweep } from "../jobs/worker-pools.ts";
+import { forgetPool, heartbeat, releaseDeadPools, releasePool, scheduleSweep } from "../jobs/worker-pools.ts";
 import { sweepIntervalS, taskList, type TaskDeps } from "./tasks.ts";
 
 export interface WorkerOptions {
   databaseUrl: string;
   concurrency: number;
   pollIntervalMs: number;
+  /** Longest pause between two attempts to restart a runner that stopped (default 1 s). */
+  maxRestartDelayMs?: number;
+}
+
+export interface WorkerStatus {
+  /** A runner is up (not stopped, not between a stop and its restart). */
+  running: boolean;
+  /** Its last look for jobs reached the database. */
+  polling: boolean;
+  /** Its LISTEN connection for new jobs is up (without it, jobs are still found by polling). */
+  listening: boolean;
+  /** How many times the runner stopped by itself and was started again. */
+  restarts: number;
 }
 
 export interface Worker {
-  /** True while the runner is up and its LISTEN connection is established. */
+  /** True while a runner is up and finds jobs: timeouts and callbacks are flowing. */
   healthy(): boolean;
+  status(): WorkerStatus;
   stop(): Promise<void>;
 }
 
+interface Incarnation {
+  runner: Runner;
+  poolId: string | undefined;
+  listening: boolean;
+  /** When a worker last reached the database for a job, and when one last failed to. */
+  lastPollOk: number;
+  lastPollError: number;
+  jobsRunning: number;
+  /** Set once the pool started shutting down by itself: it takes no more jobs. */
+  dying: boolean;
+}
+
+const STOP_RUNNER_MS = 4_000;
+/** A runner whose workers have not reached the database for this long (and run nothing) is not polling. */
+const POLL_SILENCE_MS = 5_000;
+/** How long a runner that stopped by itself may take to finish before its jobs are released anyway. */
+const DYING_GRACE_MS = 10_000;
+
 /**
- * The graphile-worker runner in this process. graphile-worker only speaks `pg`, so it has a
- * pool of its own; our verbs still write through the drizzle pool. Jobs were enqueued in the
- * transactions that needed them, so this only runs them.
+ * The graphile-worker runner in this process, supervised. graphile-worker only speaks `pg`, so
+ * it has a pool of its own; our verbs still write through the drizzle pool. Jobs were enqueued
+ * in the transactions that needed them, so this only runs them.
+ *
+ * A runner stops by itself when the database stays away long enough (it cannot complete or fail
+ * jobs, or its workers exit); `runner.promise` then settles. Nothing may look alive and do
+ * nothing: the supervisor releases the jobs the stopped runner held and starts a new one, with
+ * backoff, until the database answers again.
  */
 export async function startWorker(deps: TaskDeps, opts: WorkerOptions): Promise<Worker> {
-  const pgPool = new pg.Pool({ connectionString: opts.databaseUrl, max: opts.concurrency + 3, application_name: "signalbox-worker" });
+  const pgPool = new pg.Pool({
+    connectionString: opts.databaseUrl,
+    max: opts.concurrency + 3,
+    application_name: "signalbox-worker",
+    connectionTimeoutMillis: 2_000, // an unreachable database fails a connect, never hangs it
+  });
   // Without these an idle client's error would crash the process (graphile/worker#178).
   pgPool.on("error", (err) => deps.log.warn({ err }, "worker pool connection error"));
   pgPool.on("connect", (client) => client.on("error", (err) => deps.log.warn({ err }, "worker client error")));
 
-  const events = new EventEmitter() as WorkerEvents;
-  let poolId: string | undefined;
-  let listening = false;
-  events.on("pool:create", ({ workerPool }) => (poolId = workerPool.id));
-  events.on("pool:listen:success", () => (listening = true));
-  events.on("pool:listen:error", () => (listening = false));
+  let current: Incarnation | undefined;
+  let stopping = false;
+  let restarts = 0;
+  const maxRestartDelayMs = opts.maxRestartDelayMs ?? 1_000;
 
-  const runner: Runner = await run({
-    pgPool,
-    events,
-    noHandleSignals: true,
-    concurrency: opts.concurrency,
-    pollInterval: opts.pollIntervalMs,
-    logger: workerLogger(deps.log),
-    taskList: taskList(deps),
-    parsedCronItems: [], // no crontab: the sweep schedules itself
-    // The local queue fetches jobs in batches (fewer get_job round trips under load); jobs it
-    // holds when a process dies are released by the sweep like any other locked job.
-    preset: { worker: { completeJobBatchDelay: 0, failJobBatchDelay: 0, localQueue: { size: opts.concurrency * 2 } } },
-  });
+  async function launch(): Promise<void> {
+    const events = new EventEmitter() as WorkerEvents;
+    const me: Incarnation = { runner: undefined as unknown as Runner, poolId: undefined, listening: false, lastPollOk: Date.now(), lastPollError: 0, jobsRunning: 0, dying: false };
+    events.on("pool:create", ({ workerPool }) => (me.poolId = workerPool.id));
+    events.on("pool:listen:success", () => (me.listening = true));
+    events.on("pool:listen:error", () => (me.listening = false));
+    events.on("worker:getJob:error", () => (me.lastPollError = Date.now()));
+    events.on("worker:getJob:empty", () => (me.lastPollOk = Date.now()));
+    events.on("job:start", () => ((me.lastPollOk = Date.now()), me.jobsRunning++));
+    events.on("job:complete", () => me.jobsRunning--);
+    // A pool shuts itself down when its workers exit or it cannot record job outcomes (the
+    // database went away); it may then take long to finish, or never. Replace it at once.
+    events.on("pool:gracefulShutdown", () => dying(me, "the worker pool is shutting down by itself"));
+    events.on("pool:forcefulShutdown", () => dying(me, "the worker pool is shutting down by itself"));
+    me.runner = await run({
+      pgPool,
+      events,
+      noHandleSignals: true,
+      concurrency: opts.concurrency,
+      pollInterval: opts.pollIntervalMs,
+      logger: workerLogger(deps.log),
+      taskList: taskList(deps),
+      parsedCronItems: [], // no crontab: the sweep schedules itself
+      // No local queue: when the database goes away it fails to hand back the jobs it holds and
+      // its retries outlive the pool (graphile-worker 0.18 then rejects or exits from
+      // background promises). Each worker asks for its own job instead.
+      preset: { worker: { completeJobBatchDelay: 0, failJobBatchDelay: 0 } },
+    });
+    if (me.dying) throw new Error("the worker pool shut down while starting");
+    current = me;
+    void me.runner.promise.then(
+      () => dying(me, "the job runner stopped"),
+      (err: unknown) => dying(me, "the job runner stopped", err),
+    );
+  }
 
-  let stopped = false;
+  function dying(me: Incarnation, why: string, err?: unknown) {
+    if (me.dying || stopping) return;
+    me.dying = true;
+    if (current !== me) return;
+    current = undefined;
+    restarts++;
+    deps.log.error({ err, poolId: me.poolId }, `${why}: starting a new one`);
+    // What the old pool holds is released once it has finished (or after a grace period).
+    const finished = new Promise<void>((resolve) => {
+      void me.runner.promise.then(resolve, resolve);
+      setTimeout(resolve, DYING_GRACE_MS).unref();
+    });
+    void relaunch(finished.then(() => me.poolId));
+  }
+
+  async function relaunch(deadPool: Promise<string | undefined>): Promise<void> {
+    void releaseWhenFinished(deadPool);
+    for (let attempt = 0; !stopping; attempt++) {
+      await new Promise((r) => setTimeout(r, Math.min(maxRestartDelayMs, 100 * 2 ** attempt)));
+      if (stopping) return;
+      try {
+        await launch();
+        deps.log.info({ poolId: current?.poolId, attempt }, "job runner restarted");
+        await beat();
+        return;
+      } catch (err) {
+        if (attempt % 10 === 0) deps.log.warn({ err, attempt }, "job runner restart failed; trying again");
+      }
+    }
+  }
+
+  /** The stopped pool's jobs (locked by it) run again now rather than when it is seen as dead. */
+  async function releaseWhenFinished(deadPool: Promise<string | undefined>): Promise<void> {
+    const poolId = await deadPool;
+    for (let attempt = 0; poolId && !stopping; attempt++) {
+      try {
+        return await releasePool(deps.db, poolId);
+      } catch {
+        await new Promise((r) => setTimeout(r, Math.min(maxRestartDelayMs, 100 * 2 ** attempt)));
+      }
+    }
+  }
+
   const beat = async () => {
-    if (!poolId || stopped) return;
+    const poolId = current?.poolId;
+    if (!poolId || stopping) return;
     await heartbeat(deps.db, poolId).catch((err) => deps.log.warn({ err }, "heartbeat failed"));
     // The sweep reschedules itself, so a process that dies mid-sweep would leave the one sweep
     // job locked (for graphile-worker's 4 hours) and nobody would release its other jobs. Every
     // live process keeps one pending: add_job moves the key off a locked job to a new one.
     await scheduleSweep(deps.db, sweepIntervalS(deps.workerStaleS), true).catch((err) => deps.log.warn({ err }, "scheduling the sweep failed"));
   };
+
+  await launch();
   await beat();
   const timer = setInterval(beat, Math.max(250, (deps.workerStaleS * 1000) / 3));
   timer.unref();
@@ -65,15 +172,38 @@ export async function startWorker(deps: TaskDeps, opts: WorkerOptions): Promise<
   await releaseDeadPools(deps.db, deps.workerStaleS);
   await scheduleSweep(deps.db, sweepIntervalS(deps.workerStaleS), true);
 
+  const polling = (me: Incarnation | undefined) =>
+    me !== undefined && me.lastPollOk >= me.lastPollError && (me.jobsRunning > 0 || Date.now() - me.lastPollOk < POLL_SILENCE_MS);
+  const status = (): WorkerStatus => ({
+    running: !stopping && current !== undefined,
+    polling: polling(current),
+    listening: current?.listening ?? false,
+    restarts,
+  });
   return {
-    healthy: () => !stopped && listening,
+    status,
+    healthy: () => {
+      const s = status();
+      return s.running && s.polling;
+    },
     async stop() {
-      if (stopped) return;
-      stopped = true;
+      if (stopping) return;
+      stopping = true;
       clearInterval(timer);
-      await runner.stop();
-      if (poolId) await forgetPool(deps.db, poolId).catch(() => {});
-      await pgPool.end();
+      const me = current;
+      current = undefined;
+      if (me) {
+        // Lets running jobs finish; bounded, since completing them needs the database, which may be away.
+        await bounded(me.runner.stop().catch((err: unknown) => deps.log.warn({ err }, "job runner stopped with an error")), STOP_RUNNER_MS);
+        if (me.poolId) await bounded(forgetPool(deps.db, me.poolId).catch(() => {}), 500);
+      }
+      await bounded(pgPool.end().catch(() => {}), 500);
     },
   };
+}
+
+/** Waits for `p` at most `ms`; whatever it was doing goes on without us. */
+function bounded(p: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([p.then(() => {}), new Promise<void>((r) => (timer = setTimeout(r, ms)))]).finally(() => clearTimeout(timer));
 }

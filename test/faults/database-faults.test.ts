@@ -1,0 +1,169 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startCallbackReceiver } from "../helpers/callback-receiver.ts";
+import { startPrivatePostgres, type PrivatePostgres } from "../helpers/private-postgres.ts";
+import { API_KEY } from "../helpers/test-app.ts";
+import { badSamples, Load, useManagementKey, type Sample } from "./support/load.ts";
+import { startService, type Service } from "./support/service.ts";
+
+// signalbox (the real process) under load while its Postgres restarts (fast, immediate), goes
+// away for a while, or has its connections killed every second. The process must stay up;
+// every request answers 2xx/4xx, or 503 with Retry-After, within 2 s; /readyz is 503 while the
+// database is away and 200 after; callbacks and timeouts flow again within 5 s of Postgres being
+// back; nothing accepted is lost and no wait resolves twice; SIGTERM exits 0.
+//
+// FAULT_TRIALS restarts of each mode (default 3: 6 restarts in `npm test`; FAULT_TRIALS=10 is
+// the long run, 20 restarts). This Postgres is the test's own: the shared one is not touched.
+const TRIALS = Number(process.env.FAULT_TRIALS ?? 3);
+const LONG_OUTAGE_S = Number(process.env.FAULT_OUTAGE_S ?? 20);
+const RECOVERY_MS = 5_000;
+
+let pg: PrivatePostgres;
+let svc: Service;
+let engine: Awaited<ReturnType<typeof startCallbackReceiver>>;
+const figures: Array<{ fault: string; recoveryMs: number; readyMs: number; max503Ms: number; n503: number; requests: number }> = [];
+const allSamples: Sample[] = [];
+const loads: Load[] = [];
+
+beforeAll(async () => {
+  pg = await startPrivatePostgres("faults");
+  engine = await startCallbackReceiver();
+  svc = await startService(pg.url);
+  useManagementKey(API_KEY);
+  expect((await svc.api("/signal-types/load", { method: "PUT", json: { auth: { scheme: "none" } } })).status).toBe(201);
+}, 120_000);
+
+afterAll(async () => {
+  if (svc?.alive()) svc.child.kill("SIGKILL");
+  await engine?.close();
+  await pg?.destroy();
+  console.log(`database faults: ${JSON.stringify(figures)}`);
+});
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const callbackFor = (waitId: string, type: string) => engine.received.find((cb) => cb.json.wait.id === waitId && cb.json.type === type);
+
+async function until<T>(what: string, deadline: number, probe: () => Promise<T | undefined>): Promise<T> {
+  for (;;) {
+    const v = await probe().catch(() => undefined);
+    if (v !== undefined) return v;
+    if (performance.now() > deadline) throw new Error(`${what}: not within the time allowed\n${svc.output.slice(-20).join("")}`);
+    await sleep(50);
+  }
+}
+
+/** Opens a wait, retrying while signalbox answers 503 (the database may still be coming back). */
+async function openProbeWait(run: string, timeoutS?: number): Promise<string> {
+  return until(`open ${run}`, performance.now() + 10_000, async () => {
+    const res = await svc.api(`/runs/${run}/waits`, { method: "POST", json: { signal: "load", callback_url: engine.url, ...(timeoutS ? { timeout_s: timeoutS } : {}) }, timeoutMs: 3000 });
+    return res.status === 201 ? ((await res.json()) as { id: string }).id : undefined;
+  });
+}
+
+/**
+ * One fault under load. Before it, a wait that times out in a second and one to be signalled
+ * after; `fault` does the damage and resolves when Postgres is back (the time recovery counts from).
+ */
+async function trial(name: string, fault: () => Promise<void>, duringOutage?: () => Promise<void>) {
+  const tag = `${name}-${figures.length}`;
+  const timesOut = await openProbeWait(`${tag}-timeout`, 1);
+  const signalled = await openProbeWait(`${tag}-signal`);
+  const load = new Load(svc, engine.url, { ratePerS: 150, concurrency: 24, prefix: tag });
+  loads.push(load);
+  load.start();
+  await sleep(500);
+  await fault();
+  const back = performance.now();
+  await duringOutage?.();
+  // Callbacks: a signal sent now (retried while 503) is delivered; the timeout fires and is delivered.
+  const signalledAt = await until(`${tag}: signal accepted`, back + RECOVERY_MS, async () => {
+    const res = await fetch(`${svc.baseUrl}/signals/${tag}-signal/load`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}", signal: AbortSignal.timeout(2500) });
+    return res.status === 202 ? performance.now() : undefined;
+  });
+  const received = await until(`${tag}: signal callback`, back + RECOVERY_MS, async () => callbackFor(signalled, "signal.received"));
+  const timedOut = await until(`${tag}: timeout callback`, Math.max(back, received.at) + RECOVERY_MS, async () => callbackFor(timesOut, "signal.timeout"));
+  const ready = await until(`${tag}: /readyz 200`, back + RECOVERY_MS, async () => ((await svc.api("/readyz", { timeoutMs: 2500 })).status === 200 ? performance.now() : undefined));
+  await sleep(300);
+  await load.stop();
+  allSamples.push(...load.samples);
+  const s503 = load.samples.filter((s) => s.status === 503);
+  figures.push({
+    fault: name,
+    recoveryMs: Math.round(Math.max(received.at, timedOut.at, signalledAt) - back),
+    readyMs: Math.round(ready - back),
+    max503Ms: Math.round(Math.max(0, ...s503.map((s) => s.ms - s.heldMs))),
+    n503: s503.length,
+    requests: load.samples.length,
+  });
+  expect(svc.alive(), svc.output.join("")).toBe(true);
+  expect(badSamples(load.samples)).toEqual([]);
+  expect(load.samples.filter((s) => s.status === 201 || s.status === 202).length).toBeGreaterThan(0);
+}
+
+/** /readyz while Postgres is away: 503, answered within 2 s. */
+async function expectNotReady() {
+  const started = performance.now();
+  const res = await svc.api("/readyz", { timeoutMs: 2500 });
+  expect(performance.now() - started).toBeLessThan(2000);
+  expect(res.status).toBe(503);
+  const body = (await res.json()) as { checks: { database: boolean } };
+  expect(body.checks.database).toBe(false);
+}
+
+describe("database faults under load", () => {
+  for (let i = 0; i < TRIALS; i++) {
+    for (const mode of ["fast", "immediate"] as const) {
+      it(`pg_ctl restart -m ${mode} (trial ${i + 1}/${TRIALS})`, () => trial(`restart-${mode}`, () => pg.restart(mode)), 60_000);
+    }
+  }
+
+  it(`Postgres away for ${LONG_OUTAGE_S} s`, async () => {
+    await trial("outage", async () => {
+      await pg.stop("fast");
+      const until = performance.now() + LONG_OUTAGE_S * 1000;
+      while (performance.now() < until) {
+        await expectNotReady();
+        await sleep(1000);
+      }
+      await pg.start();
+    });
+  }, 60_000 + LONG_OUTAGE_S * 1000);
+
+  it("every signalbox connection killed every second for 8 s", async () => {
+    await trial("terminate", async () => {
+      for (let i = 0; i < 8; i++) {
+        await pg.terminateBackends("signalbox");
+        await sleep(1000);
+      }
+    });
+  }, 90_000);
+
+  it("lost nothing: every 202 is stored, no wait resolved twice, every resolution called back with one webhook-id", async () => {
+    const ids = [...new Set(loads.flatMap((l) => [...l.accepted.keys()]))];
+    const stored = await pg.admin<{ id: string }[]>`select id from signalbox.signals where id in ${pg.admin(ids)} and sequence is not null`;
+    expect(stored.length).toBe(ids.length);
+    const twice = await pg.admin`
+      select wait_id, count(*)::int as n from signalbox.events
+      where type in ('signal.received', 'signal.timeout', 'signal.cancelled') group by wait_id having count(*) > 1`;
+    expect(twice).toEqual([]);
+    // Every resolved wait with a callback is delivered (retries allowed: always the same webhook-id).
+    await until("all callbacks delivered", performance.now() + 30_000, async () => {
+      const [row] = await pg.admin<{ n: number }[]>`
+        select count(*)::int as n from signalbox.waits where status <> 'waiting' and callback_url is not null and delivery_status <> 'delivered'`;
+      return row!.n === 0 ? true : undefined;
+    });
+    const byWait = new Map<string, Set<string>>();
+    for (const cb of engine.received) byWait.set(cb.json.wait.id, (byWait.get(cb.json.wait.id) ?? new Set()).add(String(cb.headers["webhook-id"])));
+    expect([...byWait.values()].filter((ids) => ids.size > 1)).toEqual([]);
+    expect(allSamples.length).toBeGreaterThan(0);
+    expect(svc.alive()).toBe(true);
+  }, 60_000);
+
+  it("SIGTERM while Postgres is away exits 0", async () => {
+    await pg.stop("immediate");
+    await expectNotReady();
+    svc.child.kill("SIGTERM");
+    const exit = await Promise.race([svc.exited, sleep(10_000).then(() => "timeout")]);
+    expect(exit, svc.output.join("")).toBe(0);
+    await pg.start();
+  }, 30_000);
+});
