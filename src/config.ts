@@ -54,7 +54,8 @@ const ConfigSchema = z.object({
   SIGNALBOX_WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(100).default(8),
   SIGNALBOX_POLL_INTERVAL_MS: z.coerce.number().int().min(50).default(100),
   SIGNALBOX_SSE_HEARTBEAT_S: z.coerce.number().positive().default(15),
-  SIGNALBOX_WORKER_STALE_S: z.coerce.number().positive().default(60),
+  /** A worker pool unseen this long is dead (heartbeats every third of it): its jobs are released. */
+  SIGNALBOX_WORKER_STALE_S: z.coerce.number().positive().default(12),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });
 

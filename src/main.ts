@@ -14,6 +14,7 @@ import { pingDatabase } from "./db/ping.ts";
 import { loadSignalTypesFile } from "./signal-types/load-signal-types-file.ts";
 import { SignalTypeCache } from "./signal-types/signal-type-cache.ts";
 import { ChangeFeed } from "./events/change-feed.ts";
+import { releaseAfterCrash } from "./worker/release-after-crash.ts";
 import { startWorker } from "./worker/runner.ts";
 
 const SHUTDOWN_BUDGET_MS = 9_000;
@@ -49,6 +50,9 @@ async function main() {
 
   const changes = new ChangeFeed();
   await changes.listen(database.sql, log);
+  // The embedded database is this process's alone (the data dir lock): whatever is locked was
+  // locked by a process that died, so it runs again now rather than once its pool goes stale.
+  if (embedded) await releaseAfterCrash(database.db, log);
   const workerStaleS = config.SIGNALBOX_WORKER_STALE_S;
   const worker = await startWorker(
     { ...deps, workerStaleS },
