@@ -9,6 +9,7 @@ import { createLogger } from "./core/logger.ts";
 import { createMetrics } from "./core/metrics.ts";
 import { openDatabase } from "./db/client.ts";
 import type { EmbeddedDatabase } from "./db/embedded.ts";
+import { describeConnectError } from "./db/connect-error.ts";
 import { migrateDatabase } from "./db/migrate.ts";
 import { pingDatabase } from "./db/ping.ts";
 import { loadSignalTypesFile } from "./signal-types/load-signal-types-file.ts";
@@ -32,7 +33,9 @@ async function main() {
     embedded = await startEmbeddedPostgres(config.SIGNALBOX_DATA_DIR, log);
     url = embedded.url;
   }
-  await migrateDatabase(url);
+  await migrateDatabase(url).catch((err: unknown) => {
+    throw new Error(describeConnectError(err, url, config.DATABASE_URL ? "DATABASE_URL" : "the embedded Postgres") ?? String(err), { cause: err });
+  });
   log.info("database migrated");
 
   const secrets = await bootstrapSecrets(config, log);
@@ -76,7 +79,12 @@ async function main() {
       server.once("error", reject);
     });
   } catch (err) {
-    log.fatal({ err }, `cannot listen on port ${config.PORT}`);
+    const code = (err as NodeJS.ErrnoException).code;
+    console.error(
+      code === "EADDRINUSE" ? `PORT ${config.PORT} is already in use (EADDRINUSE): stop the process listening there, or set PORT to a free port`
+      : code === "EACCES" ? `PORT ${config.PORT} needs privileges this process lacks (EACCES): set PORT to 1024 or above`
+      : `cannot listen on PORT ${config.PORT}: ${(err as Error).message}`,
+    );
     await worker.stop().catch(() => {});
     await embedded?.stop().catch(() => {});
     process.exit(1);
