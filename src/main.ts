@@ -34,7 +34,8 @@ async function main() {
     url = embedded.url;
   }
   await migrateDatabase(url).catch((err: unknown) => {
-    throw new Error(describeConnectError(err, url, config.DATABASE_URL ? "DATABASE_URL" : "the embedded Postgres") ?? String(err), { cause: err });
+    const line = describeConnectError(err, url, config.DATABASE_URL ? "DATABASE_URL" : "the embedded Postgres");
+    throw line ? new Error(line, { cause: err }) : err;
   });
   log.info("database migrated");
 
