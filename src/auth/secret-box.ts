@@ -1,4 +1,5 @@
 import { createCipheriv, createDecipheriv, randomBytes } from "node:crypto";
+import { secretKeyBytes } from "../config.ts";
 
 const PREFIX = "enc:v1:";
 
@@ -61,7 +62,7 @@ export function openSecrets(box: SecretBox | undefined, stored: string[], contex
 }
 
 export function parseSecretKey(text: string): Uint8Array {
-  const key = /^[0-9a-f]{64}$/i.test(text) ? Buffer.from(text, "hex") : Buffer.from(text, "base64");
+  const key = secretKeyBytes(text);
   if (key.byteLength !== 32) throw new Error("SIGNALBOX_SECRET_KEY must be 32 bytes (base64 or 64 hex characters)");
   return key;
 }

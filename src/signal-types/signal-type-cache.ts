@@ -30,7 +30,7 @@ export class SignalTypeCache {
   #unlisten: (() => Promise<void>) | undefined;
 
   async listen(sql: postgres.Sql): Promise<void> {
-    const sub = await sql.listen(SIGNAL_TYPE_CHANGED_CHANNEL, (name) => this.forget(name), () => this.#clear());
+    const sub = await sql.listen(SIGNAL_TYPE_CHANGED_CHANNEL, (name) => this.forget(name), () => this.clear());
     this.#unlisten = sub.unlisten;
   }
 
@@ -45,7 +45,8 @@ export class SignalTypeCache {
 
   /** Drops every entry: changes may have been missed (the database or the LISTEN connection was away). */
   clear(): void {
-    this.#entries.clear();
+    this.#known.clear();
+    this.#unknown.clear();
   }
 
   /** After a change committed in this process: do not wait for our own NOTIFY. */
@@ -65,11 +66,6 @@ export class SignalTypeCache {
   #forgetOne(name: string): void {
     this.#known.delete(name);
     this.#unknown.delete(name);
-  }
-
-  #clear(): void {
-    this.#known.clear();
-    this.#unknown.clear();
   }
 }
 

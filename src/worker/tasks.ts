@@ -42,4 +42,9 @@ export function taskList(deps: TaskDeps): TaskList {
   };
 }
 
-export const sweepIntervalS = (staleS: number) => Math.max(1, staleS / 2);
+/**
+ * A dead process's jobs run again at most stale + interval after its last heartbeat (heartbeats
+ * come every stale/3): with the default 12 s, within about 11 s of its death (8 s to go stale,
+ * then at most 3 s to the next sweep). A sweep is one short query for all processes together.
+ */
+export const sweepIntervalS = (staleS: number) => Math.max(1, staleS / 4);

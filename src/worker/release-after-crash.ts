@@ -1,0 +1,12 @@
+import type { Deps } from "../core/context.ts";
+import { releaseEveryPool } from "../jobs/worker-pools.ts";
+
+/**
+ * At the start of a process that owns its database (embedded), before its worker runs: the
+ * callbacks and timeouts a killed predecessor held (running, or waiting in its local queue) are
+ * released at once.
+ */
+export async function releaseAfterCrash(db: Deps["db"], log: Deps["log"]): Promise<void> {
+  const pools = await releaseEveryPool(db);
+  if (pools.length > 0) log.warn({ pools }, "released the jobs of worker pools left by a process that died");
+}
