@@ -1,7 +1,9 @@
+import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
 import { createApp } from "./app.ts";
 import { closeServer } from "./http/close-server.ts";
+import { connectionLimits, limitConnections, serverOptions } from "./http/connection-limits.ts";
 import { bootstrapSecrets } from "./auth/bootstrap-secrets.ts";
 import { parseSecretKey, SecretBox } from "./auth/secret-box.ts";
 import { loadConfig } from "./config.ts";
@@ -92,7 +94,9 @@ async function main() {
       },
     },
   });
-  const server = serve({ fetch: app.fetch, port: config.PORT, hostname: "0.0.0.0" });
+  const limits = connectionLimits(config);
+  const server = serve({ fetch: app.fetch, port: config.PORT, hostname: "0.0.0.0", serverOptions: serverOptions(limits) });
+  limitConnections(server as Server, limits);
   try {
     await new Promise<void>((resolve, reject) => {
       server.once("listening", resolve);

@@ -1,3 +1,4 @@
+import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { randomBytes } from "node:crypto";
 import { serve, type ServerType } from "@hono/node-server";
@@ -15,6 +16,7 @@ import { callbackKey } from "../../src/delivery/sign-webhook.ts";
 import { ChangeFeed } from "../../src/events/change-feed.ts";
 import { SignalTypeCache } from "../../src/signal-types/signal-type-cache.ts";
 import { closeServer } from "../../src/http/close-server.ts";
+import { connectionLimits, limitConnections, serverOptions } from "../../src/http/connection-limits.ts";
 import { startWorker, type Worker } from "../../src/worker/runner.ts";
 import { TEMPLATE_DB, withDatabase } from "./global-setup.ts";
 
@@ -58,6 +60,8 @@ export interface TestApp {
   config: Config;
   changes: ChangeFeed;
   worker?: Worker;
+  /** Connections the server holds open from one client address. */
+  openConnections(address: string): number;
   /** fetch against the app with the management key (unless headers override it). */
   api(path: string, init?: RequestInit & { json?: unknown }): Promise<Response>;
   close(): Promise<void>;
@@ -123,7 +127,9 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
     shutdown: shutdown.signal,
     readiness: { database: () => pingDatabase(database.db), worker: () => worker?.healthy() ?? false },
   });
-  const server: ServerType = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" });
+  const limits = connectionLimits(config);
+  const server: ServerType = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1", serverOptions: serverOptions(limits) });
+  const connections = limitConnections(server as Server, limits);
   await new Promise<void>((resolve) => server.once("listening", resolve));
   const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 
@@ -135,6 +141,7 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
     config,
     changes,
     worker,
+    openConnections: connections.open,
     api(path, init = {}) {
       const { json, ...rest } = init;
       const headers = new Headers(rest.headers);
