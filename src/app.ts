@@ -1,4 +1,5 @@
 import { OpenAPIHono } from "@hono/zod-openapi";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { Scalar } from "@scalar/hono-api-reference";
 import { bodyLimit } from "hono/body-limit";
 import { requestId } from "hono/request-id";
@@ -7,7 +8,7 @@ import { managementAuth, tokenVerifier } from "./auth/management-auth.ts";
 import { pgCode, type Deps } from "./core/context.ts";
 import { PayloadTooLargeError, ServiceError, ServiceUnavailableError } from "./core/errors.ts";
 import { isDatabaseUnavailable, type DatabaseAvailability } from "./db/availability.ts";
-import { requestContext } from "./core/logger.ts";
+import { logBudget, requestContext } from "./core/logger.ts";
 import { createMetrics } from "./core/metrics.ts";
 import { healthRouter, type ReadinessChecks } from "./http/health.router.ts";
 import { inputGuard } from "./http/input-guard.ts";
@@ -77,13 +78,18 @@ export function createApp(deps: AppDeps) {
   app.use(function withRequestContext(c, next) {
     return requestContext.run({ requestId: c.get("requestId") }, next);
   });
+  const mayLogRequest = logBudget(deps.config.SIGNALBOX_LOG_REQUESTS_PER_S);
+  const mayLogError = logBudget(deps.config.SIGNALBOX_LOG_REQUESTS_PER_S);
+  const sayHeld = (what: string) => (count: number) => deps.log.warn({ held: count }, `${what} held back in the last second (SIGNALBOX_LOG_REQUESTS_PER_S)`);
   app.use(async function accessLog(c, next) {
     const started = performance.now();
     await next();
     const seconds = (performance.now() - started) / 1000;
     // routePath is the pattern (/waits/:id), so labels stay few whatever the ids are.
     metrics.httpDuration.observe({ method: c.req.method, route: c.req.routePath, status: String(c.res.status) }, seconds);
-    deps.log.info({ method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(seconds * 1000) }, "request");
+    if (mayLogRequest(sayHeld("request lines"))) {
+      deps.log.info({ method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(seconds * 1000) }, "request");
+    }
   });
   // Bursts are capped per sender before anything else is done for them, burst twice the rate.
   const rate = (perS: number) => (perS > 0 ? { perS, burst: 2 * perS } : null);
@@ -143,6 +149,9 @@ export function createApp(deps: AppDeps) {
 
   app.notFound((c) => problemResponse(c, { type: "https://signalbox.dev/problems/not-found", title: "Not Found", status: 404, detail: `no route for ${c.req.method} ${c.req.path}` }));
   app.onError((err, c) => {
+    // The client hung up mid-request (its upload cut short): nobody is left to answer, and
+    // nothing is wrong here. The access log's one line (499, as nginx says it) is the record.
+    if (clientHungUp(c.req.raw, err)) return c.body(null, 499 as ContentfulStatusCode);
     if (!(err instanceof ServiceError) && isDatabaseUnavailable(err)) {
       // The database went away under this request (refused, dropped, shutting down): nothing was
       // answered, so the caller may retry. Not a 500: nothing is wrong with the request or with us.
@@ -161,7 +170,7 @@ export function createApp(deps: AppDeps) {
       // hono's own HTTPExceptions (e.g. a malformed JSON body): a client error, said plainly.
       return problemResponse(c, { type: "https://signalbox.dev/problems/bad-request", title: "Bad Request", status, detail: err.message || "malformed request" });
     }
-    deps.log.error({ err: describeError(err) }, "unhandled error");
+    if (mayLogError(sayHeld("unhandled errors"))) deps.log.error({ err: describeError(err) }, "unhandled error");
     return problemResponse(c, {
       type: "https://signalbox.dev/problems/internal",
       title: "Internal Server Error",
@@ -170,6 +179,12 @@ export function createApp(deps: AppDeps) {
     });
   });
   return app;
+}
+
+/** Node's error for a request whose connection closed before its body was read, or the request's own abort signal. */
+function clientHungUp(req: Request, err: unknown): boolean {
+  const e = err as { code?: unknown; message?: unknown };
+  return req.signal?.aborted === true || (e?.code === "ECONNRESET" && e.message === "aborted");
 }
 
 const databaseUnavailable = () => new ServiceUnavailableError("the database is unavailable; retry shortly", 1);

@@ -96,6 +96,8 @@ const ConfigSchema = z.object({
       }
     }
   }),
+  /** Request lines (and, apart, unhandled-error lines) logged a second at most; the rest are counted in one line. */
+  SIGNALBOX_LOG_REQUESTS_PER_S: z.coerce.number().int().min(1).default(200),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });
 

@@ -33,3 +33,29 @@ export function workerLogger(log: Log): WorkerLogger {
     log[method](fields, message);
   });
 }
+
+/**
+ * At most `perS` lines a second of one kind (a flood must not become a flood of log lines);
+ * the lines held back are counted and said in one line when the next second's first comes.
+ */
+export function logBudget(perS: number, now: () => number = Date.now) {
+  let second = -1;
+  let written = 0;
+  let held = 0;
+  /** Whether a line may be written now; `onHeld` hears how many were held back in an earlier second. */
+  return function mayLog(onHeld: (count: number) => void): boolean {
+    const current = Math.floor(now() / 1000);
+    if (current !== second) {
+      if (held > 0) onHeld(held);
+      second = current;
+      written = 0;
+      held = 0;
+    }
+    if (written < perS) {
+      written++;
+      return true;
+    }
+    held++;
+    return false;
+  };
+}
