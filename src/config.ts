@@ -75,6 +75,8 @@ const ConfigSchema = z.object({
   SIGNALBOX_WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(100).default(8),
   SIGNALBOX_POLL_INTERVAL_MS: z.coerce.number().int().min(50).default(100),
   SIGNALBOX_SSE_HEARTBEAT_S: z.coerce.number().positive().default(15),
+  /** Long-polls, checkpoints and event streams held open at once per process; past it 503 with Retry-After. */
+  SIGNALBOX_MAX_HELD_REQUESTS: z.coerce.number().int().positive().default(5_000),
   /** A worker pool unseen this long is dead (heartbeats every third of it): its jobs are released. */
   SIGNALBOX_WORKER_STALE_S: z.coerce.number().positive().default(12),
   SIGNALBOX_HEADERS_TIMEOUT_S: z.coerce.number().positive().default(10),

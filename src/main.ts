@@ -55,7 +55,7 @@ async function main() {
     log.info({ signalTypes: names }, "signal types declared from file");
   }
 
-  const changes = new ChangeFeed();
+  const changes = new ChangeFeed({ maxHeld: config.SIGNALBOX_MAX_HELD_REQUESTS });
   await changes.listen(database.sql, log);
   // While the database is away requests answer 503 at once; when it is back, what may have
   // changed unseen (NOTIFYs are lost meanwhile) is read again.

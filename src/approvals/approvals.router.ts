@@ -67,7 +67,9 @@ const linkFailures = {
   404: linkFailure("The wait the link was made for does not exist"),
   409: linkFailure("The link was used already, or its wait is no longer waiting (settled, or replaced by a later wait)"),
   410: linkFailure("The link has expired"),
+  429: problems[429],
   500: problems[500],
+  503: problems[503],
 };
 
 const showPage = createRoute({

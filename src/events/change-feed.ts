@@ -1,4 +1,5 @@
 import type postgres from "postgres";
+import { ServiceUnavailableError } from "../core/errors.ts";
 import type { Log } from "../core/logger.ts";
 
 /** NOTIFY channels; each payload is the id of what changed. Sent inside the changing transaction. */
@@ -19,6 +20,33 @@ export type Topic = `wait:${string}` | `run:${string}`;
  */
 export class ChangeFeed {
   readonly #waiters = new Map<Topic, Set<() => void>>();
+  /** Requests held open (long-polls, checkpoints, event streams) at most, and now. */
+  readonly #maxHeld: number;
+  #held = 0;
+
+  constructor(opts: { maxHeld?: number } = {}) {
+    this.#maxHeld = opts.maxHeld ?? Infinity;
+  }
+
+  /**
+   * A place for one request held open; returns its release. Past the cap, 503 with Retry-After:
+   * each held request costs memory and a socket, and a client holding thousands would take
+   * them from everyone else.
+   */
+  admit(): () => void {
+    if (this.#held >= this.#maxHeld) throw new ServiceUnavailableError(`${this.#maxHeld} requests are held open already (SIGNALBOX_MAX_HELD_REQUESTS); retry shortly`, 1);
+    this.#held++;
+    let released = false;
+    return () => {
+      if (!released) this.#held--;
+      released = true;
+    };
+  }
+
+  /** Requests held open now. */
+  get held(): number {
+    return this.#held;
+  }
   #unlisten: Array<() => Promise<void>> = [];
   #safetyPoll: NodeJS.Timeout | undefined;
   #sql: postgres.Sql | undefined;
@@ -63,18 +91,24 @@ export class ChangeFeed {
    */
   async hold<T>(topic: Topic, waitMs: number, signal: AbortSignal, read: () => Promise<T>, done: (value: T) => boolean): Promise<T> {
     const deadline = Date.now() + waitMs;
-    for (;;) {
-      const watch = this.watch(topic, signal); // register before reading: no lost wake-up
-      try {
-        const value = await read();
-        const remaining = deadline - Date.now();
-        if (done(value) || signal.aborted || remaining <= 0) return value;
-        let timer: NodeJS.Timeout | undefined;
-        await Promise.race([watch.changed, new Promise<void>((r) => (timer = setTimeout(r, remaining)))]);
-        clearTimeout(timer);
-      } finally {
-        watch.stop();
+    let release: (() => void) | undefined; // taken once the request is to be held, not for an answer at once
+    try {
+      for (;;) {
+        const watch = this.watch(topic, signal); // register before reading: no lost wake-up
+        try {
+          const value = await read();
+          const remaining = deadline - Date.now();
+          if (done(value) || signal.aborted || remaining <= 0) return value;
+          release ??= this.admit();
+          let timer: NodeJS.Timeout | undefined;
+          await Promise.race([watch.changed, new Promise<void>((r) => (timer = setTimeout(r, remaining)))]);
+          clearTimeout(timer);
+        } finally {
+          watch.stop();
+        }
       }
+    } finally {
+      release?.();
     }
   }
 

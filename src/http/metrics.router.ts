@@ -2,7 +2,7 @@ import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Deps } from "../core/context.ts";
 import type { Metrics } from "../core/metrics.ts";
 import { databaseGauges } from "../operations/database-gauges.ts";
-import { noSecurity } from "./openapi.ts";
+import { noSecurity, problems } from "./openapi.ts";
 
 const metricsRoute = createRoute({
   method: "get",
@@ -17,6 +17,7 @@ const metricsRoute = createRoute({
       description: "Metrics",
       content: { "text/plain": { schema: z.string().openapi({ example: "# TYPE signalbox_waits_open gauge\nsignalbox_waits_open 3\n" }) } },
     },
+    429: problems[429],
   },
 });
 

@@ -13,6 +13,13 @@ export const problem = (description: string, schema: z.ZodTypeAny = ProblemSchem
   description,
   content: { "application/problem+json": { schema } },
 });
+/** A problem the client should retry, with the Retry-After header that says when. */
+function retryLater(description: string) {
+  return {
+    ...problem(description),
+    headers: { "Retry-After": { description: "Seconds to wait before retrying", schema: { type: "integer" as const, minimum: 0 } } },
+  };
+}
 /** Shared problem responses, spread into every route so the document lists what can happen. */
 export const problems = {
   400: problem("Malformed request: path, query or body"),
@@ -22,8 +29,11 @@ export const problems = {
   413: problem("Body larger than SIGNALBOX_MAX_BODY_BYTES"),
   422: problem("A payload that breaks its schema, or an invalid JSON Schema"),
   500: problem("Unexpected server error (the detail carries only the request id)"),
+  503: retryLater("The database is unavailable for now, or (long-polls, event streams) too many requests are held open: retry after Retry-After"),
+  429: retryLater("Too many requests from this client address or to this signal type (SIGNALBOX_RATE_LIMIT_*): retry after Retry-After"),
 };
-export const commonProblems = { 400: problems[400], 401: problems[401], 500: problems[500] };
+/** Every route that reads or writes the database may answer these. */
+export const commonProblems = { 400: problems[400], 401: problems[401], 500: problems[500], 503: problems[503] };
 
 export const bearerSecurity = [{ bearerAuth: [] as string[] }];
 /** Public operations (health, metrics): no credentials, said explicitly. */

@@ -165,10 +165,15 @@ export function runsRouter(deps: Deps & { changes: ChangeFeed; shutdown: AbortSi
       const afterId = resumeFrom === undefined ? 0 : parseEventId(resumeFrom);
       if (afterId === undefined) throw new BadRequestError("Last-Event-ID / after must be an event id (ev_...)", [{ path: "/after", message: "is not an event id" }]);
       const signal = AbortSignal.any([c.req.raw.signal, deps.shutdown]);
+      const release = deps.changes.admit(); // 503 past the cap of held requests, before the stream starts
       return streamSSE(c, async (stream) => {
-        for await (const event of streamRunEvents(deps, run, afterId, deps.config.SIGNALBOX_SSE_HEARTBEAT_S * 1000, signal)) {
-          if (event) await stream.writeSSE({ id: event.id, event: event.type, data: JSON.stringify(event) });
-          else await stream.write(": heartbeat\n\n");
+        try {
+          for await (const event of streamRunEvents(deps, run, afterId, deps.config.SIGNALBOX_SSE_HEARTBEAT_S * 1000, signal)) {
+            if (event) await stream.writeSSE({ id: event.id, event: event.type, data: JSON.stringify(event) });
+            else await stream.write(": heartbeat\n\n");
+          }
+        } finally {
+          release();
         }
       }) as never;
     });

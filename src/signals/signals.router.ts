@@ -96,7 +96,9 @@ const intake = createRoute({
     409: intakeProblem("rejected_not_waiting, rejected_not_active or rejected_idempotency_conflict"),
     413: intakeProblem("payload_too_large"),
     422: intakeProblem("rejected_invalid_payload (validation_errors says where)"),
+    429: problems[429],
     500: problems[500],
+    503: problems[503],
   },
 });
 

@@ -111,7 +111,7 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
     signalTypeCache: new SignalTypeCache(),
   };
   await deps.signalTypeCache!.listen(database.sql);
-  const changes = new ChangeFeed();
+  const changes = new ChangeFeed({ maxHeld: config.SIGNALBOX_MAX_HELD_REQUESTS });
   await changes.listen(database.sql, log);
   const worker =
     opts.worker === false

@@ -69,10 +69,12 @@ describe("a callback cut off by SIGKILL", () => {
     await first.exited;
     const restarted = performance.now();
     const second = await startService(env);
+    const ready = performance.now();
     const again = await nthCallback(wait.id, 2, 20_000);
-    const delayMs = again.at - restarted;
-    console.log(`embedded: redelivered ${Math.round(delayMs)} ms after the restart began`);
-    expect(delayMs).toBeLessThan(5_000);
+    console.log(`embedded: redelivered ${Math.round(again.at - restarted)} ms after the restart began, ${Math.round(again.at - ready)} ms after it was ready`);
+    // From readiness: how long the process itself takes to start depends on the machine's load
+    // (a loaded CI runner took 8 s); taking the jobs up once started is what is under test.
+    expect(again.at - ready).toBeLessThan(5_000);
     expect(again.headers["webhook-id"]).toBe(callbacksFor(wait.id)[0]!.headers["webhook-id"]);
     expect(second.output()).toContain("released the jobs of worker pools left by a process that died");
 
