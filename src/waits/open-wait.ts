@@ -174,7 +174,7 @@ const alreadyOpen = (input: OpenWaitInput, names: string[]) =>
 async function armWait(tx: Tx, p: Planned, runId: string, row: { timeoutAt: Date | null; overdue: boolean }): Promise<boolean> {
   if (p.kind === "external" && (await consumeBufferedSignal(tx, runId, p.spec.signal, p.id))) return true;
   if (row.timeoutAt && row.overdue) {
-    await resolveWaits(tx, sql`id = ${p.id}::text`, { status: "timed_out", event: "signal.timeout" });
+    await resolveWaits(tx, { ids: [p.id] }, { status: "timed_out" });
     return true;
   }
   if (row.timeoutAt) await addJob(tx, "expire_wait", { id: p.id }, { runAt: at(row.timeoutAt), jobKey: jobKeys.expire(p.id) });
@@ -207,7 +207,7 @@ async function consumeBufferedSignal(tx: Tx, runId: string, signal: string, wait
     .limit(1);
   if (!buffered) return false;
   await tx.update(signals).set({ waitId }).where(eq(signals.id, buffered.id));
-  await resolveWaits(tx, sql`id = ${waitId}::text`, { status: "received", event: "signal.received", signalId: buffered.id });
+  await resolveWaits(tx, { ids: [waitId] }, { status: "received", signalId: buffered.id });
   return true;
 }
 
