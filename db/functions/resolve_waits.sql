@@ -27,12 +27,15 @@ CREATE OR REPLACE FUNCTION "signalbox"."resolve_waits"(
   p_due_only boolean DEFAULT false)    -- timeouts: only a wait whose deadline has passed
 RETURNS SETOF signalbox.waits LANGUAGE plpgsql AS $$
 DECLARE
-  v_event text := signalbox.resolution_event(p_status);
+  v_event constant text := signalbox.resolution_event(p_status);
   v_rows tid[] := p_rows;
   v_row tid;
   v_id text;
+  v_signal_id text;
   v_wait signalbox.waits;
-  v_resolved signalbox.waits[] := '{}';
+  v_callbacks text[] := '{}';
+  v_composites text[] := '{}';
+  v_parents text[] := '{}';
   v_members text[];
   v_member_rows tid[];
   v_parent text;
@@ -51,59 +54,68 @@ BEGIN
   FOR i IN 1 .. cardinality(p_ids) LOOP
     v_row := v_rows[i];
     v_id := p_ids[i];
+    v_signal_id := p_signal_ids[i];
     CONTINUE WHEN v_row IS NULL;
-    UPDATE signalbox.waits w SET
-        status = p_status,
-        resolved_at = now(),
-        signal_id = p_signal_ids[i],
-        resolution_event_id = nextval(pg_get_serial_sequence('signalbox.events', 'id')),
-        delivery_status = signalbox.delivery_status_on_resolve(w.callback_url)
-      WHERE w.ctid = v_row AND w.id = v_id AND w.status = 'waiting' AND (NOT p_due_only OR w.timeout_at <= now())
-      RETURNING w.* INTO v_wait;
-    IF FOUND THEN
-      v_resolved := v_resolved || v_wait;
-    END IF;
-  END LOOP;
-  IF cardinality(v_resolved) = 0 THEN
-    RETURN;
-  END IF;
+    -- The compare-and-set, its history event and the wake-up, in one statement.
+    WITH w AS (
+      UPDATE signalbox.waits w SET
+          status = p_status,
+          resolved_at = now(),
+          signal_id = v_signal_id,
+          resolution_event_id = nextval(pg_get_serial_sequence('signalbox.events', 'id')),
+          delivery_status = signalbox.delivery_status_on_resolve(w.callback_url)
+        WHERE w.ctid = v_row AND w.id = v_id AND w.status = 'waiting' AND (NOT p_due_only OR w.timeout_at <= now())
+        RETURNING w.*
+    ), e AS (
+      INSERT INTO signalbox.events (id, run_id, type, wait_id, signal_id, data, occurred_at)
+        SELECT w.resolution_event_id, w.run_id, v_event, w.id, w.signal_id, p_data, w.resolved_at FROM w
+    )
+    SELECT w.* INTO v_wait FROM w CROSS JOIN LATERAL (SELECT pg_notify(signalbox.wait_changed_channel(), w.id)) AS notified;
+    CONTINUE WHEN NOT FOUND; -- it had left `waiting` already: this call changes nothing for it
 
-  INSERT INTO signalbox.events (id, run_id, type, wait_id, signal_id, data, occurred_at)
-    SELECT r.resolution_event_id, r.run_id, v_event, r.id, r.signal_id, p_data, r.resolved_at
-    FROM unnest(v_resolved) AS r ORDER BY r.resolution_event_id;
-  PERFORM pg_notify(signalbox.wait_changed_channel(), r.id) FROM unnest(v_resolved) AS r;
-  PERFORM graphile_worker.remove_job(k.key)
-    FROM unnest(v_resolved) AS r,
-    LATERAL (VALUES
-      (CASE WHEN r.timeout_at IS NOT NULL THEN signalbox.job_key('expire_wait', r.id) END),
-      (CASE WHEN r.kind = 'timer' THEN signalbox.job_key('fire_timer', r.id) END),
-      (CASE WHEN r.kind = 'sensor' THEN signalbox.job_key('poll_sensor', r.id) END)) AS k(key)
-    WHERE k.key IS NOT NULL;
-  IF EXISTS (SELECT 1 FROM unnest(v_resolved) AS r WHERE r.callback_url IS NOT NULL) THEN
+    -- Its own pending jobs would only find it resolved.
+    IF v_wait.timeout_at IS NOT NULL THEN
+      PERFORM graphile_worker.remove_job(signalbox.job_key('expire_wait', v_wait.id));
+    END IF;
+    IF v_wait.kind = 'timer' THEN
+      PERFORM graphile_worker.remove_job(signalbox.job_key('fire_timer', v_wait.id));
+    ELSIF v_wait.kind = 'sensor' THEN
+      PERFORM graphile_worker.remove_job(signalbox.job_key('poll_sensor', v_wait.id));
+    ELSIF v_wait.kind IN ('all', 'any') THEN
+      v_composites := v_composites || v_wait.id;
+    END IF;
+    IF v_wait.callback_url IS NOT NULL THEN
+      v_callbacks := v_callbacks || v_wait.id;
+    END IF;
+    IF v_wait.parent_wait_id IS NOT NULL AND NOT v_wait.parent_wait_id = ANY (v_parents) THEN
+      v_parents := v_parents || v_wait.parent_wait_id;
+    END IF;
+    RETURN NEXT v_wait;
+  END LOOP;
+
+  -- One add_jobs (one NOTIFY to the workers) for every callback.
+  IF cardinality(v_callbacks) > 0 THEN
     PERFORM signalbox.add_jobs(array(
       SELECT json_populate_record(NULL::graphile_worker.job_spec, json_build_object(
-        'identifier', 'deliver_callback', 'payload', json_build_object('id', r.id),
-        'job_key', signalbox.job_key('deliver_callback', r.id), 'max_attempts', signalbox.job_max_attempts()))
-      FROM unnest(v_resolved) AS r WHERE r.callback_url IS NOT NULL));
+        'identifier', 'deliver_callback', 'payload', json_build_object('id', d),
+        'job_key', signalbox.job_key('deliver_callback', d), 'max_attempts', signalbox.job_max_attempts()))
+      FROM unnest(v_callbacks) AS d));
   END IF;
 
   -- A composite that ended takes its open members with it. (OFFSET 0: the status test stays
   -- outside, so no plan can pick the partial index of open waits for it.)
-  IF EXISTS (SELECT 1 FROM unnest(v_resolved) AS r WHERE r.kind IN ('all', 'any')) THEN
+  IF cardinality(v_composites) > 0 THEN
     SELECT array_agg(m.id ORDER BY m.created_at, m.id), array_agg(m.ctid ORDER BY m.created_at, m.id)
       INTO v_members, v_member_rows
-      FROM (SELECT w.id, w.ctid, w.created_at, w.status FROM signalbox.waits w
-            WHERE w.parent_wait_id = ANY (array(SELECT r.id FROM unnest(v_resolved) AS r WHERE r.kind IN ('all', 'any'))) OFFSET 0) AS m
+      FROM (SELECT w.id, w.ctid, w.created_at, w.status FROM signalbox.waits w WHERE w.parent_wait_id = ANY (v_composites) OFFSET 0) AS m
       WHERE m.status = 'waiting';
     PERFORM signalbox.resolve_waits(v_members, 'cancelled', NULL,
       jsonb_build_object('reason', 'the composite wait it belongs to was settled'), v_member_rows);
   END IF;
   -- A member that resolved may settle its parent.
-  FOR v_parent IN SELECT DISTINCT r.parent_wait_id FROM unnest(v_resolved) AS r WHERE r.parent_wait_id IS NOT NULL LOOP
+  FOREACH v_parent IN ARRAY v_parents LOOP
     PERFORM signalbox.settle_composite(v_parent);
   END LOOP;
-
-  RETURN QUERY SELECT * FROM unnest(v_resolved);
 END;
 $$;
 

@@ -128,9 +128,9 @@ export async function openWait(deps: Pick<Deps, "db" | "config" | "signalTypeCac
 
 /**
  * One external wait whose type sends no notifications (the common case) in one statement:
- * signalbox.open_wait (migration 0008) does what the transaction below does for it. Undefined
- * when that statement leaves the wait to the transaction (a deadline already past), or lost
- * the one-open-wait race to a concurrent insert that the index caught.
+ * signalbox.open_wait (db/functions/open_wait.sql) does what the transaction below does for it,
+ * a buffered signal or a past deadline resolving it at once included. Undefined when that
+ * statement lost the one-open-wait race to a concurrent insert that the index caught.
  */
 async function openPlainWait(db: Db, id: string, input: OpenWaitInput): Promise<{ wait: WaitResource; created: boolean } | undefined> {
   const timeoutAt = input.timeoutAt?.toISOString() ?? null;
@@ -161,7 +161,7 @@ async function openPlainWait(db: Db, id: string, input: OpenWaitInput): Promise<
     case "open_conflict":
       throw alreadyOpen(input, [input.signal]);
     default:
-      return undefined; // slow
+      return undefined; // not an answer open_wait gives today: the transaction below decides
   }
 }
 
