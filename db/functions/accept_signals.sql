@@ -1,13 +1,18 @@
--- Signal intake in one round trip, for many signals at once (src/signals/intake-batcher.ts).
+-- Signal intake, for one signal or many at once: the only implementation of it
+-- (src/signals/intake-batcher.ts batches concurrent signals into one call; approval links call
+-- it for their one signal inside the transaction that claims the link).
 --
--- Each item is what src/signals/send-signal.ts `acceptSignal` does for an authenticated,
--- validated signal, in the same order and under the same run lock: idempotency, cancelled
--- run, then received (the open wait resolves: event, NOTIFY, timeout job dropped, callback
--- queued), buffered, or rejected_not_waiting. Waits it does not handle here (quorum, composite
--- members, timers, sensors, composites) come back as 'slow' with nothing written but the run's
--- lock, and the TypeScript path takes them. Items are taken in run_id order, so two batches
--- lock their runs in the same order and cannot deadlock each other. All callbacks of the
--- batch are queued by one add_jobs call: one NOTIFY, however many signals.
+-- Each item is an authenticated, validated signal. Under its run's lock, in this order:
+-- idempotency, cancelled run, then received (the run's open wait for the name; with
+-- expect_wait_id only that wait counts, and the signal is never buffered), buffered, or
+-- rejected_not_waiting. A quorum wait counts the signal as a vote and is received only once
+-- the vote decides it. Waits leave `waiting` through signalbox.resolve_waits only.
+--
+-- Items are taken in run_id order, so two batches lock their runs in the same order and cannot
+-- deadlock each other. The waits the batch receives are resolved together by one
+-- resolve_waits call at the end (one add_jobs, one NOTIFY for all callbacks); an item whose run
+-- already has one pending first has those resolved, so every signal sees the effects of the
+-- ones before it exactly as if each had been alone.
 CREATE OR REPLACE FUNCTION "signalbox"."accept_signals"(items json)
 RETURNS TABLE (item int, answer text, answer_signal_id text, answer_sequence bigint, answer_wait_id text)
 LANGUAGE plpgsql AS $$
@@ -17,21 +22,33 @@ DECLARE
   v_earlier record;
   v_wait_id text;
   v_wait_row tid;
-  v_special boolean;
-  v_callback text;
-  v_timeout_at timestamptz;
+  v_quorum jsonb;
   v_seq bigint;
-  v_deliver text[] := '{}';
+  v_ids text[] := '{}';
+  v_rows tid[] := '{}';
+  v_signal_ids text[] := '{}';
+  v_pending_run text;
 BEGIN
   FOR it IN
     SELECT x.* FROM json_to_recordset(items) AS x(
-      i int, id text, run_id text, signal text, payload text, payload_hash text, idempotency_key text, buffer_ttl_s int)
+      i int, id text, run_id text, signal text, payload text, payload_hash text, idempotency_key text, buffer_ttl_s int, expect_wait_id text)
     ORDER BY x.run_id, x.i
   LOOP
+    IF it.run_id = v_pending_run THEN
+      PERFORM signalbox.resolve_waits(v_ids, 'received', v_signal_ids, '{}'::jsonb, v_rows);
+      v_ids := '{}';
+      v_rows := '{}';
+      v_signal_ids := '{}';
+      v_pending_run := NULL;
+    END IF;
+
     -- The run's lock: sequences, the open wait and idempotency are decided under it.
     INSERT INTO signalbox.runs AS r (run_id) VALUES (it.run_id)
       ON CONFLICT (run_id) DO UPDATE SET run_id = excluded.run_id
       RETURNING r.status INTO v_status;
+    IF current_setting('signalbox.debug_points', true) = 'on' THEN
+      PERFORM signalbox.debug_point('accept-signals:locked', it.run_id); -- tests: hold the run's lock here
+    END IF;
 
     IF it.idempotency_key IS NOT NULL THEN
       SELECT s.id, s.sequence, s.wait_id, s.payload_hash INTO v_earlier FROM signalbox.signals s
@@ -52,14 +69,12 @@ BEGIN
     END IF;
 
     v_wait_id := NULL;
-    SELECT w.id, w.ctid, (w.kind <> 'external' OR w.quorum IS NOT NULL OR w.parent_wait_id IS NOT NULL), w.callback_url, w.timeout_at
-      INTO v_wait_id, v_wait_row, v_special, v_callback, v_timeout_at
+    SELECT w.id, w.ctid, w.quorum INTO v_wait_id, v_wait_row, v_quorum
       FROM signalbox.waits w WHERE w.run_id = it.run_id AND w.signal = it.signal AND w.status = 'waiting';
-    IF v_special THEN
-      RETURN QUERY SELECT it.i, 'slow'::text, NULL::text, NULL::bigint, NULL::text;
-      CONTINUE;
+    IF it.expect_wait_id IS NOT NULL AND v_wait_id IS DISTINCT FROM it.expect_wait_id THEN
+      v_wait_id := NULL; -- another wait of that name is as good as none
     END IF;
-    IF v_wait_id IS NULL AND it.buffer_ttl_s <= 0 THEN
+    IF v_wait_id IS NULL AND (it.buffer_ttl_s <= 0 OR it.expect_wait_id IS NOT NULL) THEN
       RETURN QUERY SELECT it.i, 'rejected_not_waiting'::text, signalbox.reject_signal(it.id, it.run_id, it.signal, 'rejected_not_waiting', it.payload, it.payload_hash, it.idempotency_key), NULL::bigint, NULL::text;
       CONTINUE;
     END IF;
@@ -77,21 +92,65 @@ BEGIN
       CONTINUE;
     END IF;
 
-    PERFORM signalbox.receive_wait(v_wait_row, v_wait_id, it.run_id, it.id);
-    IF v_timeout_at IS NOT NULL THEN
-      PERFORM graphile_worker.remove_job('expire:' || v_wait_id);
+    IF v_quorum IS NOT NULL THEN
+      IF NOT signalbox.cast_vote(v_wait_id, it.run_id, it.id, v_quorum, it.payload) THEN
+        RETURN QUERY SELECT it.i, 'received'::text, it.id, v_seq, v_wait_id; -- a vote that does not decide yet
+        CONTINUE;
+      END IF;
+      -- Counting the vote updated the wait (its votes): find its new row version.
+      SELECT w.ctid INTO v_wait_row FROM signalbox.waits w WHERE w.run_id = it.run_id AND w.signal = it.signal AND w.status = 'waiting';
     END IF;
-    IF v_callback IS NOT NULL THEN
-      v_deliver := v_deliver || v_wait_id;
-    END IF;
+    v_ids := v_ids || v_wait_id;
+    v_rows := v_rows || v_wait_row;
+    v_signal_ids := v_signal_ids || it.id;
+    v_pending_run := it.run_id;
     RETURN QUERY SELECT it.i, 'received'::text, it.id, v_seq, v_wait_id;
   END LOOP;
 
-  IF cardinality(v_deliver) > 0 THEN
-    PERFORM signalbox.add_jobs(array(
-      SELECT json_populate_record(NULL::graphile_worker.job_spec,
-        json_build_object('identifier', 'deliver_callback', 'payload', json_build_object('id', d), 'job_key', 'deliver:' || d, 'max_attempts', 25))
-      FROM unnest(v_deliver) AS d));
+  IF cardinality(v_ids) > 0 THEN
+    PERFORM signalbox.resolve_waits(v_ids, 'received', v_signal_ids, '{}'::jsonb, v_rows);
   END IF;
+END;
+$$;
+
+-- Counts a signal as a vote on a quorum wait: one vote per distinct `responder` (the first
+-- stands; a vote without a responder counts as its own). Returns true when the vote decides
+-- the wait: a veto response, or `count` responders agreeing. Partial votes show on the wait
+-- (`votes`) and in the run's history (`signal.vote`).
+CREATE OR REPLACE FUNCTION "signalbox"."cast_vote"(p_wait_id text, p_run_id text, p_signal_id text, p_quorum jsonb, p_payload text)
+RETURNS boolean LANGUAGE plpgsql AS $$
+DECLARE
+  v_body constant jsonb := p_payload::jsonb;
+  v_response text := CASE WHEN jsonb_typeof(v_body -> 'response') = 'string' THEN v_body ->> 'response' ELSE '' END;
+  v_responder text := CASE WHEN jsonb_typeof(v_body -> 'responder') = 'string' AND v_body ->> 'responder' <> '' THEN v_body ->> 'responder'
+                           ELSE 'anonymous:' || p_signal_id END;
+  v_counted boolean;
+  v_votes jsonb;
+BEGIN
+  WITH cast_vote AS (
+    INSERT INTO signalbox.votes (wait_id, responder, response, signal_id)
+    VALUES (p_wait_id, v_responder, v_response, p_signal_id)
+    ON CONFLICT (wait_id, responder) DO NOTHING
+    RETURNING votes.wait_id, votes.responder, votes.response, votes.voted_at
+  ), ballots AS (
+    SELECT b.response, b.responder, b.voted_at FROM signalbox.votes b WHERE b.wait_id = p_wait_id
+    UNION ALL
+    SELECT c.response, c.responder, c.voted_at FROM cast_vote c
+  ), summary AS (
+    SELECT coalesce(jsonb_object_agg(p.response, p.responders), '{}'::jsonb) AS votes
+    FROM (SELECT b.response, jsonb_agg(b.responder ORDER BY b.voted_at, b.responder) AS responders FROM ballots b GROUP BY b.response) AS p
+  )
+  UPDATE signalbox.waits w SET votes = summary.votes FROM summary
+  WHERE w.id = p_wait_id
+  RETURNING EXISTS (SELECT 1 FROM cast_vote), w.votes INTO v_counted, v_votes;
+  IF NOT v_counted THEN
+    RETURN false; -- the same responder again: still one vote
+  END IF;
+  INSERT INTO signalbox.events (run_id, type, wait_id, signal_id, data)
+    VALUES (p_run_id, 'signal.vote', p_wait_id, p_signal_id, jsonb_build_object('responder', v_responder, 'response', v_response, 'votes', v_votes));
+  IF coalesce(p_quorum -> 'veto' ? v_response, false) THEN
+    RETURN true;
+  END IF;
+  RETURN coalesce(jsonb_array_length(v_votes -> v_response), 0) >= (p_quorum ->> 'count')::int;
 END;
 $$;

@@ -2,10 +2,9 @@
 --
 -- What openWait does for one external wait whose signal type sends no notifications, in the
 -- same order under the run's lock: idempotency by key, cancelled run, one open wait per run
--- and name, the wait and its signal.waiting event, then either the oldest usable buffered
--- signal resolves it at once (event, NOTIFY, callback queued) or its timeout job is queued.
--- A deadline already past comes back as 'slow' with nothing written but the run's lock, and
--- the TypeScript path (which times the wait out at once) takes it.
+-- and name, the wait and its signal.waiting event, then the oldest usable buffered signal
+-- receives it at once, or a deadline already past times it out at once (both through
+-- signalbox.resolve_waits: event, NOTIFY, callback queued), or its timeout job is queued.
 CREATE OR REPLACE FUNCTION "signalbox"."open_wait"(
   p_id text, p_run_id text, p_signal text, p_key text, p_timeout_at timestamptz, p_timeout_s double precision,
   p_callback_url text, p_metadata jsonb)
@@ -42,10 +41,6 @@ BEGIN
   END IF;
   -- Rounded as the column stores it, so the job's run_at is the wait's timeout_at exactly.
   v_deadline := coalesce(p_timeout_at, now() + p_timeout_s * interval '1 second')::timestamptz(3);
-  IF v_deadline <= now() THEN
-    RETURN QUERY SELECT 'slow'::text, NULL::json;
-    RETURN;
-  END IF;
 
   INSERT INTO signalbox.waits (id, run_id, signal, key, timeout_at, callback_url, metadata, kind)
     VALUES (p_id, p_run_id, p_signal, p_key, v_deadline, p_callback_url, coalesce(p_metadata, '{}'::jsonb), 'external')
@@ -57,16 +52,18 @@ BEGIN
   SELECT s.id INTO v_buffered FROM signalbox.signals s
     WHERE s.run_id = p_run_id AND s.signal = p_signal AND s.outcome = 'buffered' AND s.wait_id IS NULL AND s.buffer_expires_at > now()
     ORDER BY s.received_at, s.sequence LIMIT 1;
+  IF v_buffered IS NOT NULL OR v_deadline <= now() THEN
+    SELECT w.ctid INTO v_wait_row FROM signalbox.waits w WHERE w.id = p_id;
+  END IF;
   IF v_buffered IS NOT NULL THEN
     UPDATE signalbox.signals SET wait_id = p_id WHERE id = v_buffered;
-    SELECT w.ctid INTO v_wait_row FROM signalbox.waits w WHERE w.id = p_id;
-    v_wait := signalbox.receive_wait(v_wait_row, p_id, p_run_id, v_buffered);
-    IF p_callback_url IS NOT NULL THEN
-      PERFORM signalbox.add_job('deliver_callback', json_build_object('id', p_id), now(), 25, 'deliver:' || p_id, 'replace');
-    END IF;
+    SELECT * INTO v_wait FROM signalbox.resolve_waits(ARRAY[p_id], 'received', ARRAY[v_buffered], '{}'::jsonb, ARRAY[v_wait_row]);
+  ELSIF v_deadline <= now() THEN
+    SELECT * INTO v_wait FROM signalbox.resolve_waits(ARRAY[p_id], 'timed_out', NULL, '{}'::jsonb, ARRAY[v_wait_row]);
   ELSIF v_deadline IS NOT NULL THEN
     -- graphile/worker#580: add_job may return no job under contention on its key; roll back.
-    IF (SELECT j.id FROM signalbox.add_job('expire_wait', json_build_object('id', p_id), v_wait.timeout_at, 25, 'expire:' || p_id, 'replace') j) IS NULL THEN
+    IF (SELECT j.id FROM signalbox.add_job('expire_wait', json_build_object('id', p_id), v_wait.timeout_at, signalbox.job_max_attempts(),
+                                           signalbox.job_key('expire_wait', p_id), 'replace') j) IS NULL THEN
       RAISE EXCEPTION 'add_job returned no job' USING ERRCODE = '40001';
     END IF;
   END IF;

@@ -1,9 +1,11 @@
 /**
  * Named points between two statements where a test can hold one transaction while another
  * commits, so a race (signal vs timeout, signal vs wait) happens in the order the test chooses
- * (after DBOS `src/debugpoint.ts`). With no hook set, a point is one map lookup.
+ * (after DBOS `src/debugpoint.ts`). With no hook set, a point is one map lookup. Inside SQL
+ * functions the same is done with signalbox.debug_point (db/functions/constants.sql): an
+ * advisory lock a test holds, taken only in test databases.
  */
-export type DebugPointName = "expire-wait:read" | "expire-wait:resolved" | "send-signal:locked" | "respond-to-link:checked";
+export type DebugPointName = "expire-wait:read" | "expire-wait:resolved" | "respond-to-link:checked";
 
 /** Receives what the point is about (a wait id or run id), so a test can pick its own. */
 export type DebugHook = (subject: string) => Promise<void> | void;
@@ -15,11 +17,6 @@ export async function debugPoint(name: DebugPointName, subject = ""): Promise<vo
   if (hooks.size === 0) return;
   const hook = hooks.get(name);
   if (hook) await hook(subject);
-}
-
-/** True when a test holds `name`: intake then takes the path that stops there (not the batched one). */
-export function debugPointArmed(name: DebugPointName): boolean {
-  return hooks.size > 0 && hooks.has(name);
 }
 
 /** Tests only: registers (or with `undefined`, removes) the hook for `name`. */

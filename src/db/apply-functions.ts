@@ -40,5 +40,9 @@ export async function applyFunctions(client: postgres.Sql, sources: FunctionSour
         on conflict (file) do update set sha256 = excluded.sha256, applied_at = now()`;
     });
   }
+  // A file removed from db/functions (its functions are dropped by the file that replaced them)
+  // is no longer source: forget its digest.
+  const gone = [...applied.keys()].filter((file) => !sources.some((s) => s.file === file));
+  if (gone.length > 0) await client`delete from signalbox.function_sources where file in ${client(gone)}`;
   return changed.map((s) => s.file);
 }

@@ -4,6 +4,9 @@ import type { Queryable } from "../db/client.ts";
 /** The graphile-worker tasks signalbox defines; the task list in worker/tasks.ts maps each to a verb. */
 export type TaskName = "expire_wait" | "deliver_callback" | "fire_timer" | "poll_sensor" | "deliver_notification" | "sweep";
 
+/** graphile-worker attempts of every job (signalbox.job_max_attempts() in SQL; a test proves them equal). */
+export const JOB_MAX_ATTEMPTS = 25;
+
 export interface JobOptions {
   /** When to run; a SQL expression so deadlines stay on the database clock. Default: now. */
   runAt?: SQL;
@@ -25,7 +28,7 @@ export async function addJob(tx: Queryable, task: TaskName, payload: Record<stri
       ${task}::text,
       ${JSON.stringify(payload)}::json,
       ${opts.runAt ?? sql`now()`},
-      ${opts.maxAttempts ?? 25}::int,
+      ${opts.maxAttempts ?? JOB_MAX_ATTEMPTS}::int,
       ${opts.jobKey ?? null}::text,
       ${opts.jobKeyMode ?? "replace"}::text)`);
   // graphile/worker#580: under contention on one key add_job can return a null row; retry the tx.
@@ -33,29 +36,9 @@ export async function addJob(tx: Queryable, task: TaskName, payload: Record<stri
 }
 
 /**
- * Enqueues one job per id through one `add_jobs` call: one statement and one NOTIFY for any
- * number of waits (a burst of 10,000 timeouts queues its callbacks in a few batches).
+ * Job keys: one pending job per key. The SQL functions use signalbox.job_key (db/functions/
+ * constants.sql) for the same keys; test/waits/shared-constants.test.ts proves them equal.
  */
-export async function addJobsForIds(tx: Queryable, task: TaskName, ids: string[], keyPrefix: string) {
-  if (ids.length === 0) return;
-  await tx.execute(sql`
-    select count(*) from signalbox.add_jobs(array(
-      select json_populate_record(null::graphile_worker.job_spec,
-        json_build_object('identifier', ${task}::text, 'payload', json_build_object('id', ids.id),
-                          'job_key', ${keyPrefix}::text || ids.id, 'max_attempts', 25))
-      from json_array_elements_text(${JSON.stringify(ids)}::json) as ids(id)))`);
-}
-
-/**
- * Removes pending jobs by key. A job already running is not stopped (graphile-worker cannot);
- * every task is a compare-and-set on our rows, so a late one changes nothing.
- */
-export async function removeJobs(tx: Queryable, keys: string[]) {
-  if (keys.length === 0) return;
-  await tx.execute(sql`
-    select graphile_worker.remove_job(k) from json_array_elements_text(${JSON.stringify(keys)}::json) as k`);
-}
-
 export const jobKeys = {
   expire: (waitId: string) => `expire:${waitId}`,
   deliver: (waitId: string) => `deliver:${waitId}`,

@@ -65,7 +65,7 @@ export async function cancelRun(deps: Pick<Deps, "db">, input: ControlInput): Pr
         update signalbox.runs set status = 'cancelled', cancel_reason = ${input.reason ?? null}::text,
           cancelled_by = ${input.by ?? null}::text, cancelled_at = now(), is_paused = false
         where ${ids(toCancel)}`);
-      await resolveWaits(tx, ids(toCancel), { status: "cancelled", event: "signal.cancelled", data: { reason: input.reason ?? null, by: input.by ?? null } });
+      await resolveWaits(tx, { where: ids(toCancel) }, { status: "cancelled", data: { reason: input.reason ?? null, by: input.by ?? null } });
       await recordRunEvents(tx, toCancel, "run.cancelled", data);
     }
     return getRunResource(tx, input.runId);

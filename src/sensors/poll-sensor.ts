@@ -30,13 +30,13 @@ export async function pollSensor(deps: Pick<Deps, "db" | "config" | "log">, wait
     const current = await findWait(tx, waitId);
     if (!current || current.status !== "waiting" || current.sensorPolls !== wait.sensorPolls) return "not_waiting"; // someone else polled
     if (poll.met) {
-      await receiveWait(tx, current, poll.payload);
+      await receiveWait(tx, waitId, poll.payload);
       return "received";
     }
     const polls = current.sensorPolls + 1;
     await tx.execute(sql`update signalbox.waits set sensor_polls = ${polls}::int where id = ${waitId}::text`);
     if (polls >= spec.max_polls) {
-      await resolveWaits(tx, sql`id = ${waitId}::text`, { status: "timed_out", event: "signal.timeout", data: { reason: `sensor missed ${polls} polls`, last: poll.reason } });
+      await resolveWaits(tx, { ids: [waitId] }, { status: "timed_out", data: { reason: `sensor missed ${polls} polls`, last: poll.reason } });
       return "timed_out";
     }
     const delayS = spec.interval_s * (0.9 + Math.random() * 0.2);

@@ -1,16 +1,10 @@
-import { sql } from "drizzle-orm";
 import { pgCode, retryingRollbacks } from "../core/context.ts";
 import type { Db } from "../db/client.ts";
 import type { Metrics } from "../core/metrics.ts";
-import type { NewSignal } from "./signals.queries.ts";
+import { acceptSignals, type IntakeItem, type IntakeItemAnswer } from "./accept-signals.ts";
 
-export type BatchItem = Omit<NewSignal, "outcome" | "waitId" | "validationErrors" | "bufferTtlS"> & { bufferTtlS: number };
-
-/** What `signalbox.accept_signals` answered for one item; `slow` wrote nothing (the TypeScript path takes it). */
-export type BatchAnswer =
-  | { outcome: "received" | "buffered" | "duplicate"; signalId: string; sequence: number; waitId: string | null }
-  | { outcome: "rejected_idempotency_conflict" | "rejected_not_active" | "rejected_not_waiting"; signalId: string }
-  | { outcome: "slow" };
+export type BatchItem = IntakeItem;
+export type BatchAnswer = IntakeItemAnswer;
 
 interface Queued {
   item: BatchItem;
@@ -89,49 +83,8 @@ export class IntakeBatcher {
   }
 
   /** One statement, one transaction; retried whole on a serialization failure or deadlock. */
-  async #send(items: BatchItem[]): Promise<BatchAnswer[]> {
-    const json = JSON.stringify(
-      items.map((s, i) => ({
-        i,
-        id: s.id,
-        run_id: s.runId,
-        signal: s.signal,
-        payload: s.payload,
-        payload_hash: s.payloadHash,
-        idempotency_key: s.idempotencyKey,
-        buffer_ttl_s: s.bufferTtlS,
-      })),
-    );
-    const rows = await retryingRollbacks(() => this.#db.execute<Row>(sql`select * from signalbox.accept_signals(${json}::json)`));
-    const answers: BatchAnswer[] = new Array(items.length);
-    for (const r of rows) answers[r.item] = toAnswer(r);
-    if (answers.some((a) => a === undefined) || rows.length !== items.length) throw new Error("accept_signals: missing answers");
-    return answers;
-  }
-}
-
-type Row = Record<string, unknown> & {
-  item: number;
-  answer: string;
-  answer_signal_id: string | null;
-  answer_sequence: number | string | null;
-  answer_wait_id: string | null;
-};
-
-function toAnswer(r: Row): BatchAnswer {
-  switch (r.answer) {
-    case "received":
-    case "buffered":
-    case "duplicate":
-      return { outcome: r.answer, signalId: r.answer_signal_id!, sequence: Number(r.answer_sequence), waitId: r.answer_wait_id };
-    case "rejected_idempotency_conflict":
-    case "rejected_not_active":
-    case "rejected_not_waiting":
-      return { outcome: r.answer, signalId: r.answer_signal_id! };
-    case "slow":
-      return { outcome: "slow" };
-    default:
-      throw new Error(`accept_signals: unknown answer ${r.answer}`);
+  #send(items: BatchItem[]): Promise<BatchAnswer[]> {
+    return retryingRollbacks(() => acceptSignals(this.#db, items));
   }
 }
 

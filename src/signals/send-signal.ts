@@ -1,25 +1,21 @@
 import { createHash } from "node:crypto";
-import { sql } from "drizzle-orm";
 import { openSecrets, type SecretBox } from "../auth/secret-box.ts";
 import { withTransaction, type Deps } from "../core/context.ts";
-import { debugPoint, debugPointArmed } from "../core/debug-point.ts";
 import type { ValidationIssue } from "../core/errors.ts";
 import { newId } from "../core/ids.ts";
 import { valueAt } from "../core/json-pointer.ts";
 import { findUnstorable, toStorable } from "../core/storable-text.ts";
 import { jsonDepthExceeds } from "../core/json-text.ts";
 import type { Queryable, Tx } from "../db/client.ts";
-import { recordEvent } from "../events/events.queries.ts";
 import { lockRun } from "../runs/runs.queries.ts";
 import { validatePayload } from "../signal-types/payload-schema.ts";
 import type { SignalAuth, SignalTypeRow } from "../signal-types/signal-type.ts";
 import { loadSignalType } from "../signal-types/signal-type-cache.ts";
-import { castVote } from "../waits/cast-vote.ts";
-import { resolveWaits } from "../waits/resolve-waits.ts";
 import { authenticateIntake, type IntakeCredentials } from "./authenticate-intake.ts";
-import { intakeBatcherFor, type BatchAnswer } from "./intake-batcher.ts";
+import { acceptSignals, type IntakeItemAnswer } from "./accept-signals.ts";
+import { intakeBatcherFor } from "./intake-batcher.ts";
 import type { IntakeAnswer } from "./signal-outcome.ts";
-import { claimWebhookId, findAcceptedByKey, insertIncomingSignal, insertRejectedSignal, type NewSignal } from "./signals.queries.ts";
+import { claimWebhookId, insertRejectedSignal, type NewSignal } from "./signals.queries.ts";
 
 export const MAX_JSON_DEPTH = 64;
 
@@ -52,9 +48,9 @@ const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 /**
  * Takes one signal from an external sender: authenticate, parse, validate, then in one
  * transaction under the run's lock resolve the open wait (or buffer, or reject) and record it.
- * Usually that transaction is a batch of the intake batcher (signalbox.accept_signals, shared
- * with signals arriving at the same moment); approval links, and waits that statement leaves
- * to TypeScript (quorum, composites, timers, sensors), take `acceptSignal` below.
+ * Intake itself is one SQL function, signalbox.accept_signals: usually in a batch of the intake
+ * batcher (shared with signals arriving at the same moment); an approval link calls it in the
+ * transaction that claims the link.
  */
 export async function sendSignal(deps: Pick<Deps, "db" | "secretBox" | "signalTypeCache"> & Partial<Pick<Deps, "config" | "metrics">>, input: SignalIntake): Promise<IntakeAnswer> {
   const type = await loadSignalType(deps, input.signal);
@@ -102,15 +98,22 @@ export async function sendSignal(deps: Pick<Deps, "db" | "secretBox" | "signalTy
   const problems = checkPayload(type, parsed.value, parsed.text);
   if (problems.length > 0) return recordRejection(deps.db, record, "rejected_invalid_payload", "the payload does not satisfy the signal type's schema", problems);
 
-  if (input.claim === undefined && input.expectWaitId === undefined && !debugPointArmed("send-signal:locked")) {
-    const batched = await intakeBatcherFor(deps.db, deps.config?.SIGNALBOX_DB_POOL_SIZE ?? 8, deps.metrics).accept({ ...record, id: newId("sg"), bufferTtlS: type.bufferTtlS });
-    if (batched.outcome !== "slow") return batchedAnswer(batched, record);
+  const item = { ...record, id: newId("sg"), bufferTtlS: type.bufferTtlS };
+  if (input.claim === undefined && input.expectWaitId === undefined) {
+    return intakeAnswer(await intakeBatcherFor(deps.db, deps.config?.SIGNALBOX_DB_POOL_SIZE ?? 8, deps.metrics).accept(item), record);
   }
-  return withTransaction(deps.db, (tx) => acceptSignal(tx, type, record, parsed.value, input));
+  // Approval links: the link's claim and the signal commit together, or neither does.
+  const { claim, expectWaitId } = input;
+  const [answer] = await withTransaction(deps.db, async (tx) => {
+    await lockRun(tx, record.runId);
+    if (claim) await claim(tx);
+    return acceptSignals(tx, [{ ...item, ...(expectWaitId !== undefined ? { expectWaitId, bufferTtlS: 0 } : {}) }]);
+  });
+  return intakeAnswer(answer!, record);
 }
 
-/** The intake answer for what `signalbox.accept_signals` did (the same words as acceptSignal's). */
-function batchedAnswer(a: Exclude<BatchAnswer, { outcome: "slow" }>, record: Pick<NewSignal, "runId" | "signal">): IntakeAnswer {
+/** The intake answer for what `signalbox.accept_signals` did. */
+function intakeAnswer(a: IntakeItemAnswer, record: Pick<NewSignal, "runId" | "signal">): IntakeAnswer {
   switch (a.outcome) {
     case "received":
     case "buffered":
@@ -145,44 +148,6 @@ async function recordRejection(
 }
 
 const UNAUTHENTICATED: IntakeAnswer = { outcome: "rejected_unauthenticated", detail: "signature verification failed" };
-
-async function acceptSignal(
-  tx: Tx,
-  type: SignalTypeRow,
-  record: Omit<NewSignal, "id" | "outcome">,
-  payload: unknown,
-  only: Pick<SignalIntake, "expectWaitId" | "claim">,
-): Promise<IntakeAnswer> {
-  // Replayed to the same run, a signed webhook-id (the key) is a duplicate, found below.
-  const run = await lockRun(tx, record.runId);
-  await debugPoint("send-signal:locked", record.runId); // tests: hold the run lock while a timeout tries
-  if (only.claim) await only.claim(tx);
-  if (record.idempotencyKey) {
-    const earlier = await findAcceptedByKey(tx, record.runId, record.signal, record.idempotencyKey);
-    if (earlier) {
-      if (earlier.payloadHash === record.payloadHash) {
-        return { outcome: "duplicate", signal_id: earlier.id, sequence: earlier.sequence!, wait_id: earlier.waitId };
-      }
-      return recordRejection(tx, record, "rejected_idempotency_conflict", IDEMPOTENCY_CONFLICT);
-    }
-  }
-  if (run.status === "cancelled") return recordRejection(tx, record, "rejected_not_active", notActive(record.runId));
-
-  const id = newId("sg");
-  // A signal meant for one wait is never buffered: a buffered one would settle a later wait.
-  const bufferTtlS = only.expectWaitId === undefined ? type.bufferTtlS : 0;
-  const taken = await insertIncomingSignal(tx, { ...record, id, outcome: "received" }, bufferTtlS, only.expectWaitId);
-  if (!taken) return recordRejection(tx, record, "rejected_not_waiting", notWaiting(record));
-  if (taken.outcome === "buffered") {
-    await recordEvent(tx, { runId: record.runId, type: "signal.buffered", signalId: id, data: { signal: record.signal, sequence: taken.sequence } });
-    return { outcome: "buffered", signal_id: id, sequence: taken.sequence, wait_id: null };
-  }
-  // A quorum wait counts the signal as a vote and is received only once the vote decides it.
-  const decided = taken.quorum ? await castVote(tx, { waitId: taken.waitId!, runId: record.runId, signalId: id, quorum: taken.quorum, payload }) : true;
-  if (decided) await resolveWaits(tx, sql`id = ${taken.waitId}::text`, { status: "received", event: "signal.received", signalId: id });
-  return { outcome: "received", signal_id: id, sequence: taken.sequence, wait_id: taken.waitId };
-}
-
 
 function parseBody(body: Uint8Array): { text: string; value: unknown } | { error: string } | { tooDeep: true } {
   let text: string;

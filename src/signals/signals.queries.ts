@@ -1,4 +1,4 @@
-import { and, asc, eq, isNotNull, sql, type SQL } from "drizzle-orm";
+import { and, asc, eq, sql, type SQL } from "drizzle-orm";
 import type { Queryable } from "../db/client.ts";
 import { signals } from "../db/schema.ts";
 import type { ValidationIssue } from "../core/errors.ts";
@@ -17,34 +17,6 @@ export interface NewSignal {
   waitId?: string | null;
   validationErrors?: ValidationIssue[] | null;
   bufferTtlS?: number;
-}
-
-/** The accepted signal (received or buffered) that holds this idempotency key, if any. */
-export async function findAcceptedByKey(q: Queryable, runId: string, signal: string, key: string): Promise<SignalRow | undefined> {
-  const [row] = await q
-    .select()
-    .from(signals)
-    .where(and(eq(signals.runId, runId), eq(signals.signal, signal), eq(signals.idempotencyKey, key), isNotNull(signals.sequence)));
-  return row;
-}
-
-/**
- * Records an accepted signal with the run's next sequence number, in one statement. The run row
- * is locked by the caller, so sequences are handed out in commit order with no gaps.
- */
-export async function insertAcceptedSignal(q: Queryable, s: NewSignal): Promise<number> {
-  const expires = s.bufferTtlS ? sql`now() + ${s.bufferTtlS}::int * interval '1 second'` : sql`null`;
-  const [row] = await q.execute<{ sequence: string | number }>(sql`
-    with r as (
-      update signalbox.runs set last_sequence = last_sequence + 1 where run_id = ${s.runId}::text returning last_sequence
-    )
-    insert into signalbox.signals
-      (id, run_id, signal, sequence, outcome, payload, payload_hash, idempotency_key, wait_id, buffer_expires_at)
-    select ${s.id}::text, ${s.runId}::text, ${s.signal}::text, r.last_sequence, ${s.outcome}::text, ${s.payload}::text,
-           ${s.payloadHash}::text, ${s.idempotencyKey}::text, ${s.waitId ?? null}::text, ${expires}
-    from r
-    returning sequence`);
-  return Number(row!.sequence);
 }
 
 /** Records a rejected signal: kept for inspection (dead letters), never numbered. */
@@ -109,41 +81,4 @@ export async function claimWebhookId(q: Queryable, signalType: string, webhookId
 export async function purgeExpiredReceipts(q: Queryable): Promise<number> {
   const rows = await q.execute(sql`delete from signalbox.webhook_receipts where expires_at < now() returning 1`);
   return rows.length;
-}
-
-export interface IncomingSignal {
-  sequence: number;
-  outcome: "received" | "buffered";
-  waitId: string | null;
-  quorum: { count: number; veto?: string[] } | null;
-}
-
-/**
- * Records a signal against the run's open wait for its name (received) or, with no open wait
- * and `bufferTtlS` > 0, as buffered; either way with the run's next sequence number, in one
- * statement. Returns undefined (nothing written) when there is no open wait and no buffering.
- * With `onlyWaitId`, only that wait counts as the open one (any other open wait of the name is
- * as good as none). The caller holds the run's lock, so the open wait cannot change underneath.
- */
-export async function insertIncomingSignal(q: Queryable, s: NewSignal, bufferTtlS: number, onlyWaitId?: string): Promise<IncomingSignal | undefined> {
-  const [row] = await q.execute<{ sequence: string | number; outcome: "received" | "buffered"; wait_id: string | null; quorum: IncomingSignal["quorum"] }>(sql`
-    with w as (
-      select id, quorum from signalbox.waits
-      where run_id = ${s.runId}::text and signal = ${s.signal}::text and status = 'waiting'
-        and (${onlyWaitId ?? null}::text is null or id = ${onlyWaitId ?? null}::text)
-    ), r as (
-      update signalbox.runs set last_sequence = last_sequence + 1
-      where run_id = ${s.runId}::text and (exists (select 1 from w) or ${bufferTtlS}::int > 0)
-      returning last_sequence
-    )
-    insert into signalbox.signals
-      (id, run_id, signal, sequence, outcome, payload, payload_hash, idempotency_key, wait_id, buffer_expires_at)
-    select ${s.id}::text, ${s.runId}::text, ${s.signal}::text, r.last_sequence,
-           case when w.id is null then 'buffered' else 'received' end,
-           ${s.payload}::text, ${s.payloadHash}::text, ${s.idempotencyKey}::text, w.id,
-           case when w.id is null then now() + ${bufferTtlS}::int * interval '1 second' end
-    from r left join w on true
-    returning sequence, outcome, wait_id, (select quorum from w) as quorum`);
-  if (!row) return undefined;
-  return { sequence: Number(row.sequence), outcome: row.outcome, waitId: row.wait_id, quorum: row.quorum };
 }

@@ -2,7 +2,7 @@ import { sql } from "drizzle-orm";
 import { withTransaction, type Deps } from "../core/context.ts";
 import { debugPoint } from "../core/debug-point.ts";
 import type { Tx } from "../db/client.ts";
-import { addJob, jobKeys, removeJobs } from "../jobs/enqueue.ts";
+import { addJob, jobKeys } from "../jobs/enqueue.ts";
 import { lockRun } from "../runs/runs.queries.ts";
 import { resolveWaits } from "../waits/resolve-waits.ts";
 import type { WaitRowOnly } from "../waits/wait-view.ts";
@@ -39,12 +39,8 @@ async function expireDueBatch(deps: Pick<Deps, "metrics">, tx: Tx, ownId: string
     order by w.timeout_at limit ${EXPIRY_BATCH}
     for update of r skip locked`);
   if (due.length === 0) return { more: false, tookOwn: false };
-  const expired = await resolveWaits(tx, sql`id in (select json_array_elements_text(${JSON.stringify(due.map((w) => w.id))}::json)) and timeout_at <= now()`, {
-    status: "timed_out",
-    event: "signal.timeout",
-  });
-  // Their timeout jobs have nothing left to do: drop them rather than run them.
-  await removeJobs(tx, expired.filter((w) => w.id !== ownId).map((w) => jobKeys.expire(w.id)));
+  // Their timeout jobs have nothing left to do: resolve_waits drops them rather than run them.
+  const expired = await resolveWaits(tx, { ids: due.map((w) => w.id) }, { status: "timed_out", dueOnly: true });
   recordLag(deps, expired);
   const tookOwn = expired.some((w) => w.id === ownId);
   if (tookOwn) await debugPoint("expire-wait:resolved", ownId); // tests: resolved, not yet committed
@@ -56,7 +52,7 @@ async function expireOwn(deps: Pick<Deps, "metrics">, tx: Tx, waitId: string): P
   const wait = await findWait(tx, waitId);
   if (!wait || wait.status !== "waiting") return wait?.status === "timed_out" ? "timed_out" : "not_waiting";
   await lockRun(tx, wait.runId);
-  const expired = await resolveWaits(tx, sql`id = ${waitId}::text and timeout_at <= now()`, { status: "timed_out", event: "signal.timeout" });
+  const expired = await resolveWaits(tx, { ids: [waitId] }, { status: "timed_out", dueOnly: true });
   recordLag(deps, expired);
   if (expired.length === 0) return rescheduleIfEarly(tx, waitId);
   await debugPoint("expire-wait:resolved", waitId); // tests: still holding the run lock, not yet committed

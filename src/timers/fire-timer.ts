@@ -22,7 +22,7 @@ export async function fireTimer(deps: Pick<Deps, "db">, waitId: string): Promise
       await addJob(tx, "fire_timer", { id: waitId }, { runAt: sql`${before.firesAt.toISOString()}::timestamptz`, jobKey: jobKeys.timer(waitId) });
       return "rescheduled";
     }
-    await receiveWait(tx, before, { fired_at: new Date(due.now).toISOString() });
+    await receiveWait(tx, waitId, { fired_at: new Date(due.now).toISOString() });
     return "fired";
   });
 }

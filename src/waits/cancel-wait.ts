@@ -13,7 +13,7 @@ export async function cancelWait(deps: Pick<Deps, "db">, id: string): Promise<Wa
     const before = await findWait(tx, id);
     if (!before) throw new NotFoundError(`no wait with id '${id}'`);
     await lockRun(tx, before.runId);
-    const [cancelled] = await resolveWaits(tx, sql`id = ${id}::text`, { status: "cancelled", event: "signal.cancelled" });
+    const [cancelled] = await resolveWaits(tx, { ids: [id] }, { status: "cancelled" });
     const after = (await findWait(tx, id))!;
     if (!cancelled) throw new ConflictError(`wait '${id}' is already ${after.status}`, { wait_status: after.status });
     return toWaitResource(after);

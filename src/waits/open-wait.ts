@@ -128,9 +128,9 @@ export async function openWait(deps: Pick<Deps, "db" | "config" | "signalTypeCac
 
 /**
  * One external wait whose type sends no notifications (the common case) in one statement:
- * signalbox.open_wait (db/functions/open_wait.sql) does what the transaction below does for it. Undefined
- * when that statement leaves the wait to the transaction (a deadline already past), or lost
- * the one-open-wait race to a concurrent insert that the index caught.
+ * signalbox.open_wait (db/functions/open_wait.sql) does what the transaction below does for it,
+ * a buffered signal or a past deadline resolving it at once included. Undefined when that
+ * statement lost the one-open-wait race to a concurrent insert that the index caught.
  */
 async function openPlainWait(db: Db, id: string, input: OpenWaitInput): Promise<{ wait: WaitResource; created: boolean } | undefined> {
   const timeoutAt = input.timeoutAt?.toISOString() ?? null;
@@ -161,7 +161,7 @@ async function openPlainWait(db: Db, id: string, input: OpenWaitInput): Promise<
     case "open_conflict":
       throw alreadyOpen(input, [input.signal]);
     default:
-      return undefined; // slow
+      return undefined; // not an answer open_wait gives today: the transaction below decides
   }
 }
 
@@ -174,7 +174,7 @@ const alreadyOpen = (input: OpenWaitInput, names: string[]) =>
 async function armWait(tx: Tx, p: Planned, runId: string, row: { timeoutAt: Date | null; overdue: boolean }): Promise<boolean> {
   if (p.kind === "external" && (await consumeBufferedSignal(tx, runId, p.spec.signal, p.id))) return true;
   if (row.timeoutAt && row.overdue) {
-    await resolveWaits(tx, sql`id = ${p.id}::text`, { status: "timed_out", event: "signal.timeout" });
+    await resolveWaits(tx, { ids: [p.id] }, { status: "timed_out" });
     return true;
   }
   if (row.timeoutAt) await addJob(tx, "expire_wait", { id: p.id }, { runAt: at(row.timeoutAt), jobKey: jobKeys.expire(p.id) });
@@ -207,7 +207,7 @@ async function consumeBufferedSignal(tx: Tx, runId: string, signal: string, wait
     .limit(1);
   if (!buffered) return false;
   await tx.update(signals).set({ waitId }).where(eq(signals.id, buffered.id));
-  await resolveWaits(tx, sql`id = ${waitId}::text`, { status: "received", event: "signal.received", signalId: buffered.id });
+  await resolveWaits(tx, { ids: [waitId] }, { status: "received", signalId: buffered.id });
   return true;
 }
 

@@ -1,4 +1,4 @@
-import type postgres from "postgres";
+import postgres from "postgres";
 import { clearDebugHooks, setDebugHook, type DebugPointName } from "../../src/core/debug-point.ts";
 import type { TestApp } from "./test-app.ts";
 
@@ -27,6 +27,36 @@ export function holdAt(name: DebugPointName): Gate {
     await released;
   });
   open.add(release);
+  return { reached, release };
+}
+
+/** The points inside SQL functions (signalbox.debug_point calls). */
+export type SqlDebugPointName = "accept-signals:locked";
+
+/**
+ * Holds the transaction that reaches SQL debug point `name` for `subject` (a run id) inside a
+ * SQL function, until `release()`: the test holds the advisory lock that signalbox.debug_point
+ * takes in test databases, on a connection of its own. `reached` resolves once a backend waits
+ * for it (that transaction holds everything it took before the point, e.g. the run's lock).
+ */
+export async function holdInSql(app: TestApp, name: SqlDebugPointName, subject: string): Promise<Gate> {
+  const sql = postgres(app.databaseUrl, { max: 1, onnotice: () => {} });
+  const key = `${name}:${subject}`;
+  await sql`select pg_advisory_lock(hashtextextended(${key}, 0))`;
+  let released: Promise<void> | undefined;
+  const release = () => {
+    released ??= sql`select pg_advisory_unlock(hashtextextended(${key}, 0))`.then(() => sql.end({ timeout: 5 }));
+    void released;
+  };
+  open.add(release);
+  const reached = until(async () => {
+    const [row] = await sql<{ n: number }[]>`
+      select count(*)::int as n from pg_locks l, (select hashtextextended(${key}, 0) as k) as h
+      where l.locktype = 'advisory' and not l.granted and l.objsubid = 1
+        and l.database = (select oid from pg_database where datname = current_database())
+        and l.classid::bigint = (h.k >> 32) & 4294967295 and l.objid::bigint = h.k & 4294967295`;
+    return row!.n > 0;
+  }, 10_000, `a transaction at ${key}`).then(() => subject);
   return { reached, release };
 }
 

@@ -37,6 +37,8 @@ export async function createTestDatabase(opts: { empty?: boolean } = {}): Promis
   for (let attempt = 0; ; attempt++) {
     try {
       await admin.unsafe(`create database ${name} template ${opts.empty ? "template0" : TEMPLATE_DB}`);
+      // SQL debug points (signalbox.debug_point) take effect in test databases only.
+      if (!opts.empty) await admin.unsafe(`alter database ${name} set signalbox.debug_points = 'on'`);
       break;
     } catch (err) {
       if (attempt > 50) throw err;

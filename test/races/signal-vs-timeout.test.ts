@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { startCallbackReceiver } from "../helpers/callback-receiver.ts";
-import { drainJobs, holdAt, lockWaiters, observe, releaseAllGates, resolutionEvents, settledWait } from "../helpers/race-gates.ts";
+import { drainJobs, holdAt, holdInSql, lockWaiters, observe, releaseAllGates, resolutionEvents, settledWait } from "../helpers/race-gates.ts";
 import { startTestApp, type TestApp } from "../helpers/test-app.ts";
 
 // Nothing lost, nothing twice: whichever of a signal and its wait's timeout commits first wins,
@@ -78,7 +78,8 @@ describe("a signal racing its wait's timeout", () => {
   });
 
   it("signal holds the run lock as the deadline passes: the timeout waits for it, then changes nothing", async () => {
-    const signal = holdAt("send-signal:locked");
+    // Held inside signalbox.accept_signals, the batched intake production takes, run lock taken.
+    const signal = await holdInSql(app, "accept-signals:locked", "race-locked");
     const timeoutRead = observe("expire-wait:read");
     // 1 s: time enough for the signal (sent right away) to take the run lock before the deadline.
     const wait = await openWait("race-locked", 1);
@@ -86,7 +87,7 @@ describe("a signal racing its wait's timeout", () => {
     const sending = sendSignal("race-locked");
     expect(await signal.reached).toBe("race-locked");
     expect(await timeoutRead).toBe(wait.id); // deadline passed, the timeout job runs ...
-    await lockWaiters(app.database.sql); // ... and blocks on the run lock the signal holds
+    await lockWaiters(app.database.sql, 2); // ... and blocks on the run lock the signal holds (the signal waits on the gate)
     signal.release();
 
     const intake = await sending;

@@ -1,5 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { holdAt, lockWaiters, releaseAllGates } from "../helpers/race-gates.ts";
+import { holdInSql, lockWaiters, releaseAllGates } from "../helpers/race-gates.ts";
 import { startTestApp, type TestApp } from "../helpers/test-app.ts";
 
 // A wait and a signal for the same run, committed at the same moment, must find each other:
@@ -69,12 +69,12 @@ describe("a wait and a buffered signal created at the same moment", () => {
     // The run exists already (an earlier, cancelled wait), so only the run's row lock can order the two.
     const earlier = await openWait("meet-held");
     expect((await app.api(`/waits/${earlier.body.id}/cancel`, { method: "POST" })).status).toBe(200);
-    const signal = holdAt("send-signal:locked");
+    const signal = await holdInSql(app, "accept-signals:locked", "meet-held"); // inside accept_signals, run lock taken
     const sending = sendSignal("meet-held", 0);
     expect(await signal.reached).toBe("meet-held");
 
     const opening = openWait("meet-held");
-    await lockWaiters(app.database.sql); // the wait's transaction queues behind the signal's
+    await lockWaiters(app.database.sql, 2); // the wait's transaction queues behind the signal's (which waits on the gate)
     signal.release();
 
     const [sent, opened] = await Promise.all([sending, opening]);

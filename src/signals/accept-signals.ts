@@ -1,0 +1,64 @@
+import { sql } from "drizzle-orm";
+import type { Queryable } from "../db/client.ts";
+import type { NewSignal } from "./signals.queries.ts";
+
+/** One authenticated, validated signal for signalbox.accept_signals. */
+export type IntakeItem = Omit<NewSignal, "outcome" | "waitId" | "validationErrors" | "bufferTtlS"> & {
+  bufferTtlS: number;
+  /** Approval links: only this wait counts as the run's open one, and the signal is never buffered. */
+  expectWaitId?: string;
+};
+
+/** What `signalbox.accept_signals` answered for one item. */
+export type IntakeItemAnswer =
+  | { outcome: "received" | "buffered" | "duplicate"; signalId: string; sequence: number; waitId: string | null }
+  | { outcome: "rejected_idempotency_conflict" | "rejected_not_active" | "rejected_not_waiting"; signalId: string };
+
+/**
+ * Takes signals in (db/functions/accept_signals.sql, the only implementation of intake): each
+ * is recorded under its run's lock and resolves, buffers or is rejected; answers in the order
+ * given. One statement; the caller's transaction, or its own.
+ */
+export async function acceptSignals(q: Queryable, items: IntakeItem[]): Promise<IntakeItemAnswer[]> {
+  const json = JSON.stringify(
+    items.map((s, i) => ({
+      i,
+      id: s.id,
+      run_id: s.runId,
+      signal: s.signal,
+      payload: s.payload,
+      payload_hash: s.payloadHash,
+      idempotency_key: s.idempotencyKey,
+      buffer_ttl_s: s.bufferTtlS,
+      expect_wait_id: s.expectWaitId ?? null,
+    })),
+  );
+  const rows = await q.execute<Row>(sql`select * from signalbox.accept_signals(${json}::json)`);
+  const answers: IntakeItemAnswer[] = new Array(items.length);
+  for (const r of rows) answers[r.item] = toAnswer(r);
+  if (answers.some((a) => a === undefined) || rows.length !== items.length) throw new Error("accept_signals: missing answers");
+  return answers;
+}
+
+type Row = Record<string, unknown> & {
+  item: number;
+  answer: string;
+  answer_signal_id: string | null;
+  answer_sequence: number | string | null;
+  answer_wait_id: string | null;
+};
+
+function toAnswer(r: Row): IntakeItemAnswer {
+  switch (r.answer) {
+    case "received":
+    case "buffered":
+    case "duplicate":
+      return { outcome: r.answer, signalId: r.answer_signal_id!, sequence: Number(r.answer_sequence), waitId: r.answer_wait_id };
+    case "rejected_idempotency_conflict":
+    case "rejected_not_active":
+    case "rejected_not_waiting":
+      return { outcome: r.answer, signalId: r.answer_signal_id! };
+    default:
+      throw new Error(`accept_signals: unknown answer ${r.answer}`);
+  }
+}
