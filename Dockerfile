@@ -3,8 +3,8 @@
 # Runs with an external Postgres (DATABASE_URL is required: the embedded Postgres of `npm start`
 # is an optional dependency and is not installed here). See docker-compose.yml.
 
-# Stage 1: the whole project with its dev dependencies. `npm run lint` (tsc --noEmit) is the
-# build check; only the checked sources leave this stage.
+# Stage 1: the whole project with its dev dependencies. `npm run lint` (tsc --noEmit and the
+# layer check) is the build check; only the checked sources leave this stage.
 FROM node:24-slim AS build
 WORKDIR /app
 # patches/ first: npm ci's postinstall (patch-package) applies them to node_modules.

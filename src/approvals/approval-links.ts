@@ -1,5 +1,5 @@
 import { errors, jwtVerify, SignJWT, type JWTPayload } from "jose";
-import type { LinkKey } from "../core/context.ts";
+import type { LinkKey } from "../auth/bootstrap-secrets.ts";
 
 /** What an approval link says: answer `response` to this wait (this version of it), as `responder`. */
 export interface LinkClaims {

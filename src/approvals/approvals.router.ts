@@ -1,7 +1,7 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import type { Deps } from "../core/context.ts";
+import type { Deps } from "../deps.ts";
 import { ServiceError } from "../core/errors.ts";
 import type { Metrics } from "../core/metrics.ts";
 import { bearerSecurity, commonProblems, defaultHook, json, noSecurity, problems, WaitIdSchema } from "../http/openapi.ts";

@@ -1,4 +1,4 @@
-import type { Deps } from "../core/context.ts";
+import type { Deps } from "../deps.ts";
 import { ConflictError, NotFoundError } from "../core/errors.ts";
 import { newId } from "../core/ids.ts";
 import { findSignalType } from "../signal-types/signal-types.queries.ts";

@@ -1,4 +1,4 @@
-import type { Deps } from "../core/context.ts";
+import type { Deps } from "../deps.ts";
 import { debugPoint } from "../core/debug-point.ts";
 import { ServiceError, type ValidationIssue } from "../core/errors.ts";
 import { sendSignal } from "../signals/send-signal.ts";

@@ -2,9 +2,13 @@ import fs from "node:fs/promises";
 import path from "node:path";
 import { randomBytes } from "node:crypto";
 import type { Config } from "../config.ts";
-import type { LinkKey } from "../core/context.ts";
 import type { Log } from "../core/logger.ts";
-import { callbackKey } from "../delivery/sign-webhook.ts";
+
+/** An approval-link signing key: the first of the ring signs, all verify (by `kid`). */
+export interface LinkKey {
+  kid: string;
+  secret: Uint8Array;
+}
 
 /**
  * The management keys, the callback signing key and the approval-link key ring. When not
@@ -44,4 +48,10 @@ async function readOrCreate(file: string, make: () => string): Promise<string> {
   const value = make();
   await fs.writeFile(file, value + "\n", { mode: 0o600 });
   return value;
+}
+
+/** A `whsec_<base64>` secret is its decoded bytes; any other string is used as UTF-8 bytes. */
+export function callbackKey(secret: string): Uint8Array {
+  if (secret.startsWith("whsec_")) return Buffer.from(secret.slice(6), "base64");
+  return Buffer.from(secret, "utf8");
 }

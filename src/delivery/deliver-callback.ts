@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
-import { withTransaction, type Deps } from "../core/context.ts";
+import { withTransaction } from "../db/transaction.ts";
+import type { Deps } from "../deps.ts";
 import type { Queryable } from "../db/client.ts";
 import { eventId } from "../events/events.queries.ts";
 import { addJob, jobKeys } from "../jobs/enqueue.ts";

@@ -8,9 +8,3 @@ export function signWebhook(key: Uint8Array, id: string, timestampS: number, bod
   const signature = createHmac("sha256", key).update(`${id}.${timestampS}.${body}`).digest("base64");
   return { "webhook-id": id, "webhook-timestamp": String(timestampS), "webhook-signature": `v1,${signature}` };
 }
-
-/** A `whsec_<base64>` secret is its decoded bytes; any other string is used as UTF-8 bytes. */
-export function callbackKey(secret: string): Uint8Array {
-  if (secret.startsWith("whsec_")) return Buffer.from(secret.slice(6), "base64");
-  return Buffer.from(secret, "utf8");
-}

@@ -1,5 +1,5 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
-import type { Deps } from "../core/context.ts";
+import type { Deps } from "../deps.ts";
 import type { Metrics } from "../core/metrics.ts";
 import { databaseGauges } from "../operations/database-gauges.ts";
 import { noSecurity, problems } from "./openapi.ts";

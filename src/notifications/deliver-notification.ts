@@ -1,5 +1,6 @@
 import { eq, sql } from "drizzle-orm";
-import { withTransaction, type Deps } from "../core/context.ts";
+import { withTransaction } from "../db/transaction.ts";
+import type { Deps } from "../deps.ts";
 import { notifications } from "../db/schema.ts";
 import { retryDelayS } from "../delivery/classify-response.ts";
 import { postSigned } from "../delivery/post-signed.ts";

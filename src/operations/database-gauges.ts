@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import type { Deps } from "../core/context.ts";
+import type { Deps } from "../deps.ts";
 import type { Metrics } from "../core/metrics.ts";
 
 /** How long counted gauges are served before the database is asked again (scrapers poll far less often). */

@@ -1,5 +1,6 @@
 import { eq, sql } from "drizzle-orm";
-import { withTransaction, type Deps } from "../core/context.ts";
+import { withTransaction } from "../db/transaction.ts";
+import type { Deps } from "../deps.ts";
 import { ConflictError } from "../core/errors.ts";
 import { runs } from "../db/schema.ts";
 import type { ChangeFeed } from "../events/change-feed.ts";

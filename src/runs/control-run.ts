@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
-import { withTransaction, type Deps } from "../core/context.ts";
+import { withTransaction } from "../db/transaction.ts";
+import type { Deps } from "../deps.ts";
 import { ConflictError } from "../core/errors.ts";
 import { resolveWaits } from "../waits/resolve-waits.ts";
 import { getRunResource, type RunResource } from "./get-run.ts";

@@ -1,5 +1,5 @@
 import { eq, sql } from "drizzle-orm";
-import type { Deps } from "../core/context.ts";
+import type { Deps } from "../deps.ts";
 import { BadRequestError, NotFoundError } from "../core/errors.ts";
 import { parseEventId, listRunEvents, toEventResource } from "../events/events.queries.ts";
 import type { Queryable } from "../db/client.ts";

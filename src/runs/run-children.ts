@@ -1,8 +1,10 @@
 import { sql } from "drizzle-orm";
-import { withTransaction, type Deps } from "../core/context.ts";
+import { withTransaction } from "../db/transaction.ts";
+import type { Deps } from "../deps.ts";
 import { ConflictError, NotFoundError } from "../core/errors.ts";
 import { getRunResource, type RunResource } from "./get-run.ts";
-import { isSelfOrAncestor, lockRun } from "./runs.queries.ts";
+import { lockRun } from "./run-lock.ts";
+import { isSelfOrAncestor } from "./runs.queries.ts";
 
 /**
  * Registers `childId` under `parentId`: pause, resume and cancel of the parent reach it. A child

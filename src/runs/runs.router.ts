@@ -1,5 +1,5 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
-import type { Deps } from "../core/context.ts";
+import type { Deps } from "../deps.ts";
 import { bearerSecurity, commonProblems, defaultHook, json, problems, RunIdSchema, SignalNameSchema } from "../http/openapi.ts";
 import { streamSSE } from "hono/streaming";
 import { BadRequestError } from "../core/errors.ts";

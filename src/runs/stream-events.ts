@@ -1,4 +1,4 @@
-import type { Deps } from "../core/context.ts";
+import type { Deps } from "../deps.ts";
 import type { ChangeFeed } from "../events/change-feed.ts";
 import { listRunEvents, toEventResource } from "../events/events.queries.ts";
 

@@ -1,13 +1,14 @@
 import { sql } from "drizzle-orm";
-import { withTransaction, type Deps } from "../core/context.ts";
+import { withTransaction } from "../db/transaction.ts";
+import type { Deps } from "../deps.ts";
 import { valueAt } from "../core/json-pointer.ts";
 import { readCapped } from "../core/read-capped.ts";
 import { addJob, jobKeys } from "../jobs/enqueue.ts";
-import { lockRun } from "../runs/runs.queries.ts";
+import { lockRun } from "../runs/run-lock.ts";
 import { receiveWait, resolveWaits } from "../waits/resolve-waits.ts";
 import { findWait } from "../waits/waits.queries.ts";
-import { jsonEqual, SENSOR_DEFAULTS, type SensorSpec } from "./sensor-spec.ts";
-import { sensorTargetAllowed } from "./sensor-target.ts";
+import { jsonEqual, SENSOR_DEFAULTS, type SensorSpec } from "../waits/kinds/sensor-spec.ts";
+import { sensorTargetAllowed } from "../waits/kinds/sensor-target.ts";
 
 export const MAX_SENSOR_BODY_BYTES = 256 * 1024;
 

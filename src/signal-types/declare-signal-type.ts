@@ -1,13 +1,23 @@
 import { sealSecrets } from "../auth/secret-box.ts";
-import { withTransaction, type Deps } from "../core/context.ts";
+import { withTransaction } from "../db/transaction.ts";
+import type { Db } from "../db/client.ts";
+import type { SecretBox } from "../auth/secret-box.ts";
 import { NotFoundError, UnprocessableError, type ValidationIssue } from "../core/errors.ts";
 import { standardWebhooksKey } from "../auth/schemes/standard-webhooks.ts";
 import { checkSchema } from "./payload-schema.ts";
 import { BODY_ONLY_SCHEMES, toSignalTypeResource, type SignalTypeInput, type SignalTypeResource } from "./signal-type.ts";
+import type { SignalTypeCache } from "./signal-type-cache.ts";
 import { deleteSignalType, findSignalType, upsertSignalType } from "./signal-types.queries.ts";
 
+/** What the signal-type verbs use of Deps (deps.ts sits a floor above this one: ARCHITECTURE.md). */
+export interface SignalTypeDeps {
+  db: Db;
+  secretBox?: SecretBox;
+  signalTypeCache?: SignalTypeCache;
+}
+
 export async function declareSignalType(
-  deps: Pick<Deps, "db" | "secretBox" | "signalTypeCache">,
+  deps: Pick<SignalTypeDeps, "db" | "secretBox" | "signalTypeCache">,
   name: string,
   input: SignalTypeInput,
 ): Promise<{ signalType: SignalTypeResource; created: boolean }> {
@@ -39,13 +49,13 @@ export async function declareSignalType(
   return { signalType: toSignalTypeResource(row), created };
 }
 
-export async function getSignalType(deps: Pick<Deps, "db">, name: string): Promise<SignalTypeResource> {
+export async function getSignalType(deps: Pick<SignalTypeDeps, "db">, name: string): Promise<SignalTypeResource> {
   const row = await findSignalType(deps.db, name);
   if (!row) throw new NotFoundError(`no signal type named '${name}'`);
   return toSignalTypeResource(row);
 }
 
-export async function removeSignalType(deps: Pick<Deps, "db" | "signalTypeCache">, name: string): Promise<void> {
+export async function removeSignalType(deps: Pick<SignalTypeDeps, "db" | "signalTypeCache">, name: string): Promise<void> {
   if (!(await deleteSignalType(deps.db, name))) throw new NotFoundError(`no signal type named '${name}'`);
   deps.signalTypeCache?.forget(name);
 }

@@ -1,10 +1,10 @@
-import type { Deps } from "../core/context.ts";
 import { BadRequestError } from "../core/errors.ts";
 import { toSignalTypeResource } from "./signal-type.ts";
+import type { SignalTypeDeps } from "./declare-signal-type.ts";
 import { listSignalTypes } from "./signal-types.queries.ts";
 
 /** Signal types by name; the cursor is the last name served (base64url). */
-export async function listSignalTypesPage(deps: Pick<Deps, "db">, q: { limit: number; cursor?: string }) {
+export async function listSignalTypesPage(deps: Pick<SignalTypeDeps, "db">, q: { limit: number; cursor?: string }) {
   let after: string | undefined;
   if (q.cursor !== undefined) {
     after = Buffer.from(q.cursor, "base64url").toString("utf8");

@@ -1,7 +1,6 @@
 import fs from "node:fs/promises";
-import type { Deps } from "../core/context.ts";
 import { ServiceError } from "../core/errors.ts";
-import { declareSignalType } from "./declare-signal-type.ts";
+import { declareSignalType, type SignalTypeDeps } from "./declare-signal-type.ts";
 import { SignalTypeBodySchema } from "./signal-type-body.ts";
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
@@ -11,7 +10,7 @@ const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
  * "env:NAME" is read from that environment variable. Any problem stops the start with a
  * message naming the entry and the field.
  */
-export async function loadSignalTypesFile(deps: Pick<Deps, "db" | "secretBox">, file: string, env: Record<string, string | undefined>): Promise<string[]> {
+export async function loadSignalTypesFile(deps: Pick<SignalTypeDeps, "db" | "secretBox">, file: string, env: Record<string, string | undefined>): Promise<string[]> {
   let doc: unknown;
   try {
     doc = JSON.parse(await fs.readFile(file, "utf8"));

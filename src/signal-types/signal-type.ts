@@ -1,6 +1,6 @@
 import type { signalTypes } from "../db/schema.ts";
 
-import type { AuthScheme } from "../auth/schemes/verify-signature.ts";
+import type { AuthScheme } from "../auth/schemes/signature-auth.ts";
 
 export const AUTH_SCHEMES = ["standard-webhooks", "github", "stripe", "shopify", "slack", "hmac-sha256", "none"] as const satisfies readonly AuthScheme[];
 export type { AuthScheme };

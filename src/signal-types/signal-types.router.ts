@@ -1,5 +1,5 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
-import type { Deps } from "../core/context.ts";
+import type { Deps } from "../deps.ts";
 import { bearerSecurity, commonProblems, CursorQuery, defaultHook, json, LimitQuery, listOf, problems, SignalNameSchema } from "../http/openapi.ts";
 import { declareSignalType, getSignalType, removeSignalType } from "./declare-signal-type.ts";
 import { listSignalTypesPage } from "./list-signal-types.ts";

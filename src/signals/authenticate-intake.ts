@@ -1,4 +1,5 @@
-import { verifySignature, type SignatureHeaders } from "../auth/schemes/verify-signature.ts";
+import type { SignatureHeaders } from "../auth/schemes/signature-auth.ts";
+import { verifySignature } from "../auth/schemes/verify-signature.ts";
 import type { SignalAuth } from "../signal-types/signal-type.ts";
 
 export interface IntakeCredentials {

@@ -1,4 +1,4 @@
-import { pgCode, retryingRollbacks } from "../core/context.ts";
+import { pgCode, retryingRollbacks } from "../db/transaction.ts";
 import type { Db } from "../db/client.ts";
 import type { Metrics } from "../core/metrics.ts";
 import { acceptSignals, type IntakeItem, type IntakeItemAnswer } from "./accept-signals.ts";

@@ -1,4 +1,4 @@
-import type { Deps } from "../core/context.ts";
+import type { Deps } from "../deps.ts";
 import { parseJsonText } from "../core/json-text.ts";
 import { decodeCursor, page } from "../core/pagination.ts";
 import { listSignals, type SignalFilter, type SignalRow } from "./signals.queries.ts";

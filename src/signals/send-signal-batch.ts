@@ -1,4 +1,4 @@
-import type { Deps } from "../core/context.ts";
+import type { Deps } from "../deps.ts";
 import { sendSignal } from "./send-signal.ts";
 import { OUTCOME_STATUS, type IntakeAnswer } from "./signal-outcome.ts";
 

@@ -1,13 +1,14 @@
 import { createHash } from "node:crypto";
 import { openSecrets, type SecretBox } from "../auth/secret-box.ts";
-import { withTransaction, type Deps } from "../core/context.ts";
+import { withTransaction } from "../db/transaction.ts";
+import type { Deps } from "../deps.ts";
 import type { ValidationIssue } from "../core/errors.ts";
 import { newId } from "../core/ids.ts";
 import { valueAt } from "../core/json-pointer.ts";
 import { findUnstorable, toStorable } from "../core/storable-text.ts";
 import { jsonDepthExceeds } from "../core/json-text.ts";
 import type { Queryable, Tx } from "../db/client.ts";
-import { lockRun } from "../runs/runs.queries.ts";
+import { lockRun } from "../runs/run-lock.ts";
 import { validatePayload } from "../signal-types/payload-schema.ts";
 import type { SignalAuth, SignalTypeRow } from "../signal-types/signal-type.ts";
 import { loadSignalType } from "../signal-types/signal-type-cache.ts";

@@ -1,7 +1,7 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { bearerToken } from "../auth/api-keys.ts";
-import type { Deps } from "../core/context.ts";
+import type { Deps } from "../deps.ts";
 import { PayloadTooLargeError } from "../core/errors.ts";
 import { readCapped } from "../core/read-capped.ts";
 import type { Metrics } from "../core/metrics.ts";

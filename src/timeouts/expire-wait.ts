@@ -1,9 +1,10 @@
 import { sql } from "drizzle-orm";
-import { withTransaction, type Deps } from "../core/context.ts";
+import { withTransaction } from "../db/transaction.ts";
+import type { Deps } from "../deps.ts";
 import { debugPoint } from "../core/debug-point.ts";
 import type { Tx } from "../db/client.ts";
 import { addJob, jobKeys } from "../jobs/enqueue.ts";
-import { lockRun } from "../runs/runs.queries.ts";
+import { lockRun } from "../runs/run-lock.ts";
 import { resolveWaits } from "../waits/resolve-waits.ts";
 import type { WaitRowOnly } from "../waits/wait-view.ts";
 import { findWait } from "../waits/waits.queries.ts";

@@ -1,7 +1,8 @@
 import { sql } from "drizzle-orm";
-import { withTransaction, type Deps } from "../core/context.ts";
+import { withTransaction } from "../db/transaction.ts";
+import type { Deps } from "../deps.ts";
 import { addJob, jobKeys } from "../jobs/enqueue.ts";
-import { lockRun } from "../runs/runs.queries.ts";
+import { lockRun } from "../runs/run-lock.ts";
 import { receiveWait } from "../waits/resolve-waits.ts";
 import { findWait } from "../waits/waits.queries.ts";
 

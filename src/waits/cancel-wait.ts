@@ -1,8 +1,9 @@
 import { sql } from "drizzle-orm";
-import { withTransaction, type Deps } from "../core/context.ts";
+import { withTransaction } from "../db/transaction.ts";
+import type { Deps } from "../deps.ts";
 import { ConflictError, NotFoundError } from "../core/errors.ts";
 import { addJob, jobKeys } from "../jobs/enqueue.ts";
-import { lockRun } from "../runs/runs.queries.ts";
+import { lockRun } from "../runs/run-lock.ts";
 import { resolveWaits } from "./resolve-waits.ts";
 import { toWaitResource, type WaitResource } from "./wait-view.ts";
 import { findWait } from "./waits.queries.ts";

@@ -1,4 +1,4 @@
-import type { Deps } from "../core/context.ts";
+import type { Deps } from "../deps.ts";
 import { decodeCursor, page } from "../core/pagination.ts";
 import { toWaitResource } from "./wait-view.ts";
 import { listWaits, type WaitFilter } from "./waits.queries.ts";

@@ -1,4 +1,4 @@
-import type { Deps } from "../core/context.ts";
+import type { Deps } from "../deps.ts";
 import { NotFoundError } from "../core/errors.ts";
 import type { ChangeFeed } from "../events/change-feed.ts";
 import { toWaitResource, type WaitResource } from "./wait-view.ts";

@@ -1,6 +1,6 @@
 import { z } from "@hono/zod-openapi";
 import { SignalNameSchema } from "../http/openapi.ts";
-import { cronProblem, isTimeZone } from "../timers/timer-spec.ts";
+import { cronProblem, isTimeZone } from "./kinds/timer-spec.ts";
 
 const Instant = z
   .string()

@@ -1,5 +1,5 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
-import type { Deps } from "../core/context.ts";
+import type { Deps } from "../deps.ts";
 import { BadRequestError } from "../core/errors.ts";
 import { bearerSecurity, commonProblems, CursorQuery, defaultHook, json, LimitQuery, listOf, problems, RunIdSchema, SignalNameSchema, WaitIdSchema } from "../http/openapi.ts";
 import { cancelWait, redeliverWait } from "./cancel-wait.ts";

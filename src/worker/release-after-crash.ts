@@ -1,4 +1,4 @@
-import type { Deps } from "../core/context.ts";
+import type { Deps } from "../deps.ts";
 import { releaseEveryPool } from "../jobs/worker-pools.ts";
 
 /**

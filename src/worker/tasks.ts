@@ -1,6 +1,6 @@
 import type { TaskList } from "graphile-worker";
 import { z } from "zod";
-import type { Deps } from "../core/context.ts";
+import type { Deps } from "../deps.ts";
 import { deliverCallback } from "../delivery/deliver-callback.ts";
 import { releaseDeadPools, scheduleSweep } from "../jobs/worker-pools.ts";
 import { purgeExpiredReceipts } from "../signals/signals.queries.ts";

@@ -1,7 +1,7 @@
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { nextCronTime } from "../../src/timers/timer-spec.ts";
+import { nextCronTime } from "../../src/waits/kinds/timer-spec.ts";
 import { startCallbackReceiver } from "../helpers/callback-receiver.ts";
 import { expectProblem } from "../helpers/http.ts";
 import { startTestApp, type TestApp } from "../helpers/test-app.ts";

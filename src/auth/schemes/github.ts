@@ -1,5 +1,5 @@
 // GitHub: X-Hub-Signature-256: sha256=<lower-case hex HMAC-SHA256 of the raw body>, secret as UTF-8.
-import type { SignatureAuth, SignatureHeaders, VerifyResult } from "./verify-signature.ts";
+import type { SignatureAuth, SignatureHeaders, VerifyResult } from "./signature-auth.ts";
 import { anyMatch, decodeHexStrict, fail, MAC_BYTES, singleHeader, utf8Keys } from "./hmac.ts";
 
 const PREFIX = "sha256=";

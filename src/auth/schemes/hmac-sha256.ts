@@ -1,6 +1,6 @@
 // Generic: hex (lower or upper case) HMAC-SHA256 of the raw body in the configured header,
 // optionally prefixed "sha256="; secret as UTF-8.
-import type { SignatureAuth, SignatureHeaders, VerifyResult } from "./verify-signature.ts";
+import type { SignatureAuth, SignatureHeaders, VerifyResult } from "./signature-auth.ts";
 import { anyMatch, decodeHexStrict, fail, MAC_BYTES, singleHeader, utf8Keys } from "./hmac.ts";
 
 const PREFIX = "sha256=";

@@ -2,7 +2,7 @@
 // strict decoders (null on anything non-canonical, never an exception),
 // constant-time comparison and the single-header / timestamp rules.
 import { createHmac, timingSafeEqual } from "node:crypto";
-import type { SignatureHeaders, VerifyResult } from "./verify-signature.ts";
+import type { SignatureHeaders, VerifyResult } from "./signature-auth.ts";
 
 /** Length of an HMAC-SHA256 MAC in bytes. */
 export const MAC_BYTES = 32;

@@ -1,5 +1,5 @@
 // Shopify: X-Shopify-Hmac-Sha256: <base64 HMAC-SHA256 of the raw body>, secret as UTF-8.
-import type { SignatureAuth, SignatureHeaders, VerifyResult } from "./verify-signature.ts";
+import type { SignatureAuth, SignatureHeaders, VerifyResult } from "./signature-auth.ts";
 import { anyMatch, decodeBase64Mac, fail, singleHeader, utf8Keys } from "./hmac.ts";
 
 export function verifyShopify(auth: SignatureAuth, headers: SignatureHeaders, body: Uint8Array): VerifyResult {

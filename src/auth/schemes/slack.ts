@@ -1,5 +1,5 @@
 // Slack: X-Slack-Signature: v0=<hex HMAC-SHA256 of `v0:${ts}:` + raw body>, X-Slack-Request-Timestamp.
-import type { SignatureAuth, SignatureHeaders, VerifyResult } from "./verify-signature.ts";
+import type { SignatureAuth, SignatureHeaders, VerifyResult } from "./signature-auth.ts";
 import { anyMatch, checkTimestamp, decodeHexStrict, fail, MAC_BYTES, parseTimestamp, singleHeader, utf8Keys } from "./hmac.ts";
 
 const PREFIX = "v0=";

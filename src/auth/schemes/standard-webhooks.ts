@@ -1,6 +1,6 @@
 // Standard Webhooks v1 (HMAC-SHA256): webhook-id / webhook-timestamp / webhook-signature.
 // Signed content: `${id}.${timestamp}.` followed by the raw body bytes.
-import type { SignatureAuth, SignatureHeaders, VerifyResult } from "./verify-signature.ts";
+import type { SignatureAuth, SignatureHeaders, VerifyResult } from "./signature-auth.ts";
 import { anyMatch, checkTimestamp, decodeBase64Mac, decodeBase64Strict, fail, parseTimestamp, singleHeader } from "./hmac.ts";
 
 const SECRET_PREFIX = "whsec_";

@@ -1,6 +1,6 @@
 // Stripe: Stripe-Signature: t=<ts>,v1=<hex>[,v1=<hex>...][,v0=<hex>]; HMAC-SHA256 (lower-case hex)
 // of `${t}.` + raw body, keyed with the whole `whsec_...` secret as UTF-8 bytes (not base64-decoded).
-import type { SignatureAuth, SignatureHeaders, VerifyResult } from "./verify-signature.ts";
+import type { SignatureAuth, SignatureHeaders, VerifyResult } from "./signature-auth.ts";
 import { anyMatch, checkTimestamp, decodeHexStrict, fail, MAC_BYTES, parseTimestamp, singleHeader, utf8Keys } from "./hmac.ts";
 
 /** At most this many comma-separated items (bounds parsing and HMAC work). */

@@ -7,15 +7,7 @@ import { verifyShopify } from "./shopify.ts";
 import { verifySlack } from "./slack.ts";
 import { verifyStandardWebhooks } from "./standard-webhooks.ts";
 import { verifyStripe } from "./stripe.ts";
-
-export type AuthScheme = "standard-webhooks" | "github" | "stripe" | "shopify" | "slack" | "hmac-sha256" | "none";
-export interface SignatureAuth { scheme: AuthScheme; secrets: string[]; tolerance_s?: number; header?: string }
-/** All values of a header (lower-case name); [] when absent. */
-export type SignatureHeaders = (name: string) => string[];
-/** `reason` is for logs/metrics only, never sent to the caller. */
-export type VerifyResult = { ok: true; webhookId?: string } | { ok: false; reason: string };
-
-export const AUTH_SCHEMES: readonly AuthScheme[] = ["standard-webhooks", "github", "stripe", "shopify", "slack", "hmac-sha256", "none"];
+import type { SignatureAuth, SignatureHeaders, VerifyResult } from "./signature-auth.ts";
 
 export function verifySignature(auth: SignatureAuth, headers: SignatureHeaders, rawBody: Uint8Array, nowSeconds: number): VerifyResult {
   try {

@@ -1,6 +1,6 @@
 import { lookup } from "node:dns/promises";
 import { isIP } from "node:net";
-import { BadRequestError } from "../core/errors.ts";
+import { BadRequestError } from "../../core/errors.ts";
 import { addressAllowed } from "./sensor-spec.ts";
 
 const refused = (detail: string) => new BadRequestError(detail, [{ path: "/sensor/url", message: detail }]);

@@ -1,29 +1,4 @@
-import type { SecretBox } from "../auth/secret-box.ts";
-import type { Config } from "../config.ts";
-import type { SignalTypeCache } from "../signal-types/signal-type-cache.ts";
-import type { Db, Tx } from "../db/client.ts";
-import type { Log } from "./logger.ts";
-import type { Metrics } from "./metrics.ts";
-
-/** What every verb may use. Built once in main.ts (or per test) and injected; nothing reads globals. */
-export interface Deps {
-  db: Db;
-  config: Config;
-  log: Log;
-  /** Secrets generated or loaded at start (callback signing key, API keys, approval-link keys). */
-  secrets: { callbackSecret: Uint8Array; apiKeys: string[]; linkKeys: LinkKey[] };
-  /** Encrypts signing secrets at rest; absent when SIGNALBOX_SECRET_KEY is not set. */
-  secretBox?: SecretBox;
-  metrics?: Metrics;
-  /** Signal types kept in memory, dropped on change (absent: read from the database each time). */
-  signalTypeCache?: SignalTypeCache;
-}
-
-/** An approval-link signing key: the first of the ring signs, all verify (by `kid`). */
-export interface LinkKey {
-  kid: string;
-  secret: Uint8Array;
-}
+import type { Db, Tx } from "./client.ts";
 
 const RETRYABLE = new Set(["40001", "40P01"]); // serialization failure, deadlock
 
