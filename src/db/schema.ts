@@ -131,9 +131,14 @@ export const signals = signalbox.table(
     /** Set only on accepted signals (received, buffered, or expired: buffered and never consumed). */
     sequence: bigint("sequence", { mode: "number" }),
     outcome: text("outcome").notNull(),
-    /** The payload exactly as received (JSON text), never re-serialised. */
+    /**
+     * The payload exactly as received (JSON text), never re-serialised. A rejected signal keeps
+     * it only up to a few KiB (db/functions/reject_signal.sql): anyone may send rejections.
+     */
     payload: text("payload"),
     payloadHash: text("payload_hash"),
+    /** A rejected signal's payload size in bytes, recorded when the payload itself was not kept. */
+    payloadBytes: integer("payload_bytes"),
     idempotencyKey: text("idempotency_key"),
     validationErrors: jsonb("validation_errors"),
     receivedAt: tz("received_at").notNull().defaultNow(),
@@ -163,6 +168,8 @@ export const signals = signalbox.table(
     index("signals_wait").on(t.waitId).where(sql`${t.waitId} is not null`),
     index("signals_without_wait_received").on(t.receivedAt).where(sql`${t.waitId} is null`),
     index("signals_buffer_expiry").on(t.bufferExpiresAt).where(sql`${t.outcome} = 'buffered' and ${t.waitId} is null`),
+    // Rejected signals of one type, oldest first: past the per-type cap the oldest are purged.
+    index("signals_rejected_by_type").on(t.signal, t.receivedAt).where(sql`${t.sequence} is null`),
   ],
 );
 
