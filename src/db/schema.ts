@@ -119,6 +119,11 @@ export const waits = signalbox.table(
     // delivery's status update stays a HOT update.
     index("waits_resolved").on(t.resolvedAt).where(sql`${t.status} <> 'waiting'`),
     check("waits_kind", sql`${t.kind} in ('external', 'timer', 'sensor', 'all', 'any')`),
+    // What the one transition (db/functions/resolve_waits.sql) keeps true, stated where no code can break it.
+    check("waits_resolution_event", sql`(${t.status} = 'waiting') = (${t.resolutionEventId} is null)`),
+    check("waits_delivery_needs_callback", sql`${t.callbackUrl} is not null or ${t.deliveryStatus} = 'none'`),
+    check("waits_timer_fires_at", sql`${t.kind} <> 'timer' or ${t.firesAt} is not null`),
+    check("waits_not_own_parent", sql`${t.parentWaitId} is null or ${t.parentWaitId} <> ${t.id}`),
   ],
 );
 
@@ -152,6 +157,11 @@ export const signals = signalbox.table(
   },
   (t) => [
     check("signals_accepted_have_sequence", sql`(${t.outcome} in ('received', 'buffered', 'expired')) = (${t.sequence} is not null)`),
+    // OUTCOMES (src/signals/signal-outcome.ts) that are recorded, and expired; test/db/enumerations.test.ts holds them equal.
+    check(
+      "signals_outcome",
+      sql`${t.outcome} in ('received', 'buffered', 'expired', 'rejected_idempotency_conflict', 'rejected_unauthenticated', 'rejected_unknown_signal', 'rejected_not_waiting', 'rejected_not_active', 'rejected_invalid_payload', 'payload_too_large', 'invalid_json')`,
+    ),
     uniqueIndex("signals_run_sequence").on(t.runId, t.sequence).where(sql`${t.sequence} is not null`),
     // Idempotency: one accepted signal per run, name and key.
     uniqueIndex("signals_idempotency")
@@ -190,6 +200,11 @@ export const events = signalbox.table(
     // Retention (src/retention): a wait's events go with it; the others (run.*, signal.buffered) by age.
     index("events_wait").on(t.waitId).where(sql`${t.waitId} is not null`),
     index("events_without_wait_occurred").on(t.occurredAt).where(sql`${t.waitId} is null`),
+    // EVENT_TYPES (src/events/events.queries.ts); test/db/enumerations.test.ts holds the two equal.
+    check(
+      "events_type",
+      sql`${t.type} in ('signal.waiting', 'signal.received', 'signal.buffered', 'signal.timeout', 'signal.cancelled', 'signal.vote', 'run.pausing', 'run.paused', 'run.resumed', 'run.cancelling', 'run.cancelled')`,
+    ),
   ],
 );
 
@@ -269,5 +284,6 @@ export const notifications = signalbox.table(
     // a delivery's status update stays a HOT update.
     index("notifications_created").on(t.createdAt),
     check("notifications_status", sql`${t.status} in ('pending', 'delivered', 'failed', 'skipped')`),
+    check("notifications_type", sql`${t.type} in ('signal.waiting', 'signal.reminder')`),
   ],
 );
