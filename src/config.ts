@@ -83,7 +83,7 @@ const ConfigSchema = z.object({
   SIGNALBOX_REQUEST_TIMEOUT_S: z.coerce.number().positive().default(30),
   SIGNALBOX_KEEP_ALIVE_TIMEOUT_S: z.coerce.number().positive().default(5),
   SIGNALBOX_MAX_CONNECTIONS: z.coerce.number().int().positive().default(10_000),
-  SIGNALBOX_MAX_CONNECTIONS_PER_ADDRESS: z.coerce.number().int().positive().default(256),
+  SIGNALBOX_MAX_CONNECTIONS_PER_ADDRESS: z.coerce.number().int().positive().default(1_000),
   /** Public requests (intake, approval links, metrics, docs) one client address may send a second, sustained; 0: no limit. */
   SIGNALBOX_RATE_LIMIT_PER_ADDRESS: z.coerce.number().min(0).default(100),
   /** Anonymous intake requests one signal type takes a second from all addresses together; 0: no limit. */

@@ -84,3 +84,10 @@ BEGIN
   END IF;
 END;
 $$;
+
+-- The largest payload a rejected signal keeps (db/functions/reject_signal.sql); a larger one
+-- keeps its size and digest only.
+CREATE OR REPLACE FUNCTION "signalbox"."rejected_payload_max_bytes"()
+RETURNS int LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT 4096;
+$$;

@@ -115,7 +115,15 @@ export const waits = signalbox.table(
     // and status change a GIN entry. Queries add `metadata <> '{}'` so the planner may use it.
     index("waits_metadata").using("gin", sql`${t.metadata} jsonb_path_ops`).where(sql`${t.metadata} <> '{}'::jsonb`),
     index("waits_parent").on(t.parentWaitId).where(sql`${t.parentWaitId} is not null`),
+    // Retention: resolved waits, oldest first (src/retention). Not on delivery_status, so a
+    // delivery's status update stays a HOT update.
+    index("waits_resolved").on(t.resolvedAt).where(sql`${t.status} <> 'waiting'`),
     check("waits_kind", sql`${t.kind} in ('external', 'timer', 'sensor', 'all', 'any')`),
+    // What the one transition (db/functions/resolve_waits.sql) keeps true, stated where no code can break it.
+    check("waits_resolution_event", sql`(${t.status} = 'waiting') = (${t.resolutionEventId} is null)`),
+    check("waits_delivery_needs_callback", sql`${t.callbackUrl} is not null or ${t.deliveryStatus} = 'none'`),
+    check("waits_timer_fires_at", sql`${t.kind} <> 'timer' or ${t.firesAt} is not null`),
+    check("waits_not_own_parent", sql`${t.parentWaitId} is null or ${t.parentWaitId} <> ${t.id}`),
   ],
 );
 
@@ -125,22 +133,35 @@ export const signals = signalbox.table(
     id: text("id").primaryKey(),
     runId: text("run_id").notNull(),
     signal: text("signal").notNull(),
-    /** Set only on accepted signals (received or buffered). */
+    /** Set only on accepted signals (received, buffered, or expired: buffered and never consumed). */
     sequence: bigint("sequence", { mode: "number" }),
     outcome: text("outcome").notNull(),
-    /** The payload exactly as received (JSON text), never re-serialised. */
+    /**
+     * The payload exactly as received (JSON text), never re-serialised. A rejected signal keeps
+     * it only up to a few KiB (db/functions/reject_signal.sql): anyone may send rejections.
+     */
     payload: text("payload"),
     payloadHash: text("payload_hash"),
+    /** A rejected signal's payload size in bytes, recorded when the payload itself was not kept. */
+    payloadBytes: integer("payload_bytes"),
     idempotencyKey: text("idempotency_key"),
     validationErrors: jsonb("validation_errors"),
     receivedAt: tz("received_at").notNull().defaultNow(),
     /** The wait this signal resolved: at once (received) or later (a buffered signal consumed). */
     waitId: text("wait_id"),
-    /** Buffered signals: usable until then; consumed ones have wait_id set. */
+    /**
+     * Buffered signals: usable until then; consumed ones have wait_id set. Past it, an unconsumed
+     * one is shown as `expired` at once, and the retention job marks it so (src/retention).
+     */
     bufferExpiresAt: tz("buffer_expires_at"),
   },
   (t) => [
-    check("signals_accepted_have_sequence", sql`(${t.outcome} in ('received', 'buffered')) = (${t.sequence} is not null)`),
+    check("signals_accepted_have_sequence", sql`(${t.outcome} in ('received', 'buffered', 'expired')) = (${t.sequence} is not null)`),
+    // OUTCOMES (src/signals/signal-outcome.ts) that are recorded, and expired; test/db/enumerations.test.ts holds them equal.
+    check(
+      "signals_outcome",
+      sql`${t.outcome} in ('received', 'buffered', 'expired', 'rejected_idempotency_conflict', 'rejected_unauthenticated', 'rejected_unknown_signal', 'rejected_not_waiting', 'rejected_not_active', 'rejected_invalid_payload', 'payload_too_large', 'invalid_json')`,
+    ),
     uniqueIndex("signals_run_sequence").on(t.runId, t.sequence).where(sql`${t.sequence} is not null`),
     // Idempotency: one accepted signal per run, name and key.
     uniqueIndex("signals_idempotency")
@@ -152,6 +173,13 @@ export const signals = signalbox.table(
     index("signals_buffered_open")
       .on(t.runId, t.signal, t.receivedAt)
       .where(sql`${t.outcome} = 'buffered' and ${t.waitId} is null`),
+    // Retention (src/retention): a wait's signals go with it; the others (rejections, buffered
+    // signals never consumed) by age; buffered signals past their TTL are marked expired.
+    index("signals_wait").on(t.waitId).where(sql`${t.waitId} is not null`),
+    index("signals_without_wait_received").on(t.receivedAt).where(sql`${t.waitId} is null`),
+    index("signals_buffer_expiry").on(t.bufferExpiresAt).where(sql`${t.outcome} = 'buffered' and ${t.waitId} is null`),
+    // Rejected signals of one type, oldest first: past the per-type cap the oldest are purged.
+    index("signals_rejected_by_type").on(t.signal, t.receivedAt).where(sql`${t.sequence} is null`),
   ],
 );
 
@@ -167,7 +195,17 @@ export const events = signalbox.table(
     data: jsonb("data").notNull().default({}),
     occurredAt: tz("occurred_at").notNull().defaultNow(),
   },
-  (t) => [index("events_run_id").on(t.runId, t.id)],
+  (t) => [
+    index("events_run_id").on(t.runId, t.id),
+    // Retention (src/retention): a wait's events go with it; the others (run.*, signal.buffered) by age.
+    index("events_wait").on(t.waitId).where(sql`${t.waitId} is not null`),
+    index("events_without_wait_occurred").on(t.occurredAt).where(sql`${t.waitId} is null`),
+    // EVENT_TYPES (src/events/events.queries.ts); test/db/enumerations.test.ts holds the two equal.
+    check(
+      "events_type",
+      sql`${t.type} in ('signal.waiting', 'signal.received', 'signal.buffered', 'signal.timeout', 'signal.cancelled', 'signal.vote', 'run.pausing', 'run.paused', 'run.resumed', 'run.cancelling', 'run.cancelled')`,
+    ),
+  ],
 );
 
 /**
@@ -215,11 +253,16 @@ export const votes = signalbox.table(
 );
 
 /** Approval links that were used: a link works once. */
-export const linkUses = signalbox.table("link_uses", {
-  linkId: text("link_id").primaryKey(),
-  waitId: text("wait_id").notNull(),
-  usedAt: tz("used_at").notNull().defaultNow(),
-});
+export const linkUses = signalbox.table(
+  "link_uses",
+  {
+    linkId: text("link_id").primaryKey(),
+    waitId: text("wait_id").notNull(),
+    usedAt: tz("used_at").notNull().defaultNow(),
+  },
+  // Retention: a purged wait's link uses go with it (a kept wait's stay: a link works once).
+  (t) => [index("link_uses_wait").on(t.waitId)],
+);
 
 /** signal.waiting and signal.reminder events for a signal type's notify_url, delivered like callbacks. */
 export const notifications = signalbox.table(
@@ -237,6 +280,10 @@ export const notifications = signalbox.table(
   },
   (t) => [
     index("notifications_wait").on(t.waitId),
+    // Retention: old delivered, failed or skipped notifications by age. Not partial on status, so
+    // a delivery's status update stays a HOT update.
+    index("notifications_created").on(t.createdAt),
     check("notifications_status", sql`${t.status} in ('pending', 'delivered', 'failed', 'skipped')`),
+    check("notifications_type", sql`${t.type} in ('signal.waiting', 'signal.reminder')`),
   ],
 );

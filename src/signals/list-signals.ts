@@ -12,6 +12,7 @@ export function toSignalResource(s: SignalRow) {
     sequence: s.sequence,
     outcome: s.outcome as Outcome,
     payload: s.payload === null ? null : parseJsonText(s.payload),
+    payload_bytes: s.payloadBytes,
     idempotency_key: s.idempotencyKey,
     validation_errors: (s.validationErrors as Array<{ path: string; message: string }> | null) ?? null,
     wait_id: s.waitId,

@@ -19,18 +19,15 @@ export interface NewSignal {
   bufferTtlS?: number;
 }
 
-/** Records a rejected signal: kept for inspection (dead letters), never numbered. */
+/**
+ * Records a rejected signal: kept for inspection (dead letters), never numbered. Through the
+ * one SQL writer of rejections, which keeps a large payload's size and digest only.
+ */
 export async function insertRejectedSignal(q: Queryable, s: NewSignal): Promise<void> {
-  await q.insert(signals).values({
-    id: s.id,
-    runId: s.runId,
-    signal: s.signal,
-    outcome: s.outcome,
-    payload: s.payload,
-    payloadHash: s.payloadHash,
-    idempotencyKey: s.idempotencyKey,
-    validationErrors: s.validationErrors ? s.validationErrors.map(storable) : null,
-  });
+  const errors = s.validationErrors ? JSON.stringify(s.validationErrors.map(storable)) : null;
+  await q.execute(sql`
+    select signalbox.reject_signal(${s.id}::text, ${s.runId}::text, ${s.signal}::text, ${s.outcome}::text, ${s.payload}::text,
+                                   ${s.payloadHash}::text, ${s.idempotencyKey}::text, ${errors}::jsonb)`);
 }
 
 /** jsonb holds neither NUL nor unpaired surrogates: a pointer naming such a key is shown with U+FFFD. */

@@ -29,6 +29,9 @@ const SignalRecordSchema = z
     sequence: z.number().int().nullable(),
     outcome: z.enum(OUTCOMES),
     payload: z.unknown(),
+    payload_bytes: z.number().int().nullable().openapi({
+      description: "A rejected signal keeps its payload only up to 4,096 bytes: past that, `payload` is null and this is the size received",
+    }),
     idempotency_key: z.string().nullable(),
     validation_errors: z.array(z.object({ path: z.string(), message: z.string() })).nullable(),
     wait_id: z.string().nullable(),

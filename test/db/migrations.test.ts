@@ -24,6 +24,9 @@ const COMMITTED: Record<string, string> = {
   "0007_waits_metadata_partial.sql": "3d6da05798103765d763427b94ebc2d5b7f4277105d3c7f087503088fcbbf71e",
   "0008_open_wait.sql": "09b795f2862e04dfc231c05b77f4a85fa1dd2b4b2c3ae81f03a16f0b8dd6eb44",
   "0009_function_sources.sql": "3e1621cd073d57af8b6e4a32a45a547c4aaff4d729df5c6f2aa562a2f383b54d",
+  "0010_retention.sql": "89fd21e9060734400706f52023f421ead869c9d89bb51cf9183d129988ee309d",
+  "0011_rejected_signal_bounds.sql": "e5ee5f269b20a5d0aebbb1b295c9a74bf5f911fd166c6301e152c006aeffc6c0",
+  "0012_invariants.sql": "c9abf04d3cd63f7793b6bbeb52c959e9263d904bd49d158dcbedd216bac33484",
 };
 
 /**

@@ -93,6 +93,8 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
     // (test/hostile/rate-limits.test.ts sets its own).
     SIGNALBOX_RATE_LIMIT_PER_ADDRESS: "1000000",
     SIGNALBOX_RATE_LIMIT_PER_SIGNAL_TYPE: "1000000",
+    // Every test client is 127.0.0.1, some holding a thousand long-polls at once.
+    SIGNALBOX_MAX_CONNECTIONS_PER_ADDRESS: "5000",
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? "silent",
     ...opts.env,
   });

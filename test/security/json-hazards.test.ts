@@ -49,7 +49,7 @@ async function refusedAuthenticated(type: string, body: string | Uint8Array, sta
   return a;
 }
 
-describe("#42 #43 not JSON, or not UTF-8: 400 invalid_json", () => {
+describe("not JSON, or not UTF-8: 400 invalid_json", () => {
   const cases: Array<[string, string | Buffer]> = [
     ["truncated", '{"a":1'],
     ["trailing comma", '{"a":1,}'],
@@ -75,7 +75,7 @@ describe("#42 #43 not JSON, or not UTF-8: 400 invalid_json", () => {
   }
 });
 
-describe("#44 prototype keys are inert", () => {
+describe("prototype keys are inert", () => {
   const bodies = ['{"__proto__":{"isAdmin":true}}', '{"constructor":{"prototype":{"isAdmin":true}}}', '{"\\u005f_proto__":{"isAdmin":true}}', '{"a":{"__proto__":{"polluted":1}}}'];
 
   it("accepted where the schema allows any object, stored as sent, and Object.prototype is untouched", async () => {
@@ -109,7 +109,7 @@ describe("#44 prototype keys are inert", () => {
   });
 });
 
-describe("#45 hostile nesting: 422 with path \"\", no stack overflow, nothing 5xx", () => {
+describe("hostile nesting: 422 with path \"\", no stack overflow, nothing 5xx", () => {
   for (const [what, body] of [
     ["10 000 nested arrays", "[".repeat(10_000) + "]".repeat(10_000)],
     ["200 000 nested arrays", "[".repeat(200_000) + "]".repeat(200_000)],
@@ -131,7 +131,7 @@ describe("#45 hostile nesting: 422 with path \"\", no stack overflow, nothing 5x
   });
 });
 
-describe("#46 #47 NUL and lone surrogates (valid JSON, unstorable in jsonb): 422, never 500", () => {
+describe("NUL and lone surrogates (valid JSON, unstorable in jsonb): 422, never 500", () => {
   const cases: Array<[string, string, string]> = [
     ["\\u0000 in a value", '{"a":"x\\u0000y"}', "/a"],
     ["a lone high surrogate", '{"a":"\\ud800"}', "/a"],
@@ -161,7 +161,7 @@ describe("#46 #47 NUL and lone surrogates (valid JSON, unstorable in jsonb): 422
   });
 });
 
-describe("#48 numbers keep their exact text", () => {
+describe("numbers keep their exact text", () => {
   it("1e400, -0, 2^53+1, a 400-digit integer, 1.0 and 0.1e1 are stored and listed digit for digit", async () => {
     const big = "9".repeat(400);
     const body = `{"inf":1e400,"negzero":-0,"unsafe":9007199254740993,"huge":${big},"one":1.0,"exp":0.1e1,"neg":-12345678901234567890}`;
@@ -192,7 +192,7 @@ describe("#48 numbers keep their exact text", () => {
   });
 });
 
-describe("#49 duplicate keys: the last one wins, in validation and when read back; the stored text is the bytes sent", () => {
+describe("duplicate keys: the last one wins, in validation and when read back; the stored text is the bytes sent", () => {
   it('{"amount":1,"amount":-5} is refused (the -5 is what counts)', async () => {
     const a = await refusedAuthenticated("amount", '{"amount":1,"amount":-5}', 422, "rejected_invalid_payload");
     expect(a.body.validation_errors).toEqual([{ path: "/amount", message: expect.any(String) }]);
@@ -210,7 +210,7 @@ describe("#49 duplicate keys: the last one wins, in validation and when read bac
   });
 });
 
-describe("#50 large but legal bodies stay fast", () => {
+describe("large but legal bodies stay fast", () => {
   it("60 000 small keys (under the 1 MiB cap) in under 3 s", async () => {
     const body = "{" + Array.from({ length: 60_000 }, (_, i) => `"k${i}":${i}`).join(",") + "}";
     expect(body.length).toBeLessThan(1024 * 1024);
@@ -235,7 +235,7 @@ describe("#50 large but legal bodies stay fast", () => {
   });
 });
 
-describe("#51 a top-level value that is not the object the schema wants: 422 with path \"\"", () => {
+describe("a top-level value that is not the object the schema wants: 422 with path \"\"", () => {
   for (const body of ["[]", '"x"', "null", "42", "true"]) {
     it(body, async () => {
       const a = await refusedAuthenticated("obj", body, 422, "rejected_invalid_payload");

@@ -91,7 +91,7 @@ async function expect401(res: Response) {
   return body;
 }
 
-describe("#63 the Authorization header", () => {
+describe("the Authorization header", () => {
   it("refused with the same 401: none, Basic, empty Bearer, Bearer alone, a tab, two tokens, the token in ?access_token=, a wrong key", async () => {
     const bodies = [];
     for (const h of [undefined, `Basic ${Buffer.from(`x:${API_KEY}`).toString("base64")}`, "Bearer ", "Bearer", `Bearer\t${API_KEY}`, `Bearer ${API_KEY} ${API_KEY}`, `Token ${API_KEY}`, API_KEY, `Bearer ${API_KEY}x`, `Bearer ${API_KEY.slice(0, -1)}`]) {
@@ -143,7 +143,7 @@ describe("#63 the Authorization header", () => {
   });
 });
 
-describe("#64 HS256 JWTs (SIGNALBOX_JWT_SECRET, with issuer and audience configured)", () => {
+describe("HS256 JWTs (SIGNALBOX_JWT_SECRET, with issuer and audience configured)", () => {
   it("a valid token: 200; the static key still works beside it", async () => {
     expect((await call(hsApp, `Bearer ${await hs()}`)).status).toBe(200);
     expect((await call(hsApp, `Bearer ${API_KEY}`)).status).toBe(200);
@@ -183,7 +183,7 @@ describe("#64 HS256 JWTs (SIGNALBOX_JWT_SECRET, with issuer and audience configu
   });
 });
 
-describe("#64 #66 JWTs from a JWKS (SIGNALBOX_JWKS_URL)", () => {
+describe("JWTs from a JWKS (SIGNALBOX_JWKS_URL)", () => {
   it("RS256 and ES256 tokens whose kid is in the JWKS: 200", async () => {
     expect((await call(jwksApp, `Bearer ${await rs()}`)).status).toBe(200);
     expect((await call(jwksApp, `Bearer ${await rs({}, { kid: "k-ec", key: ec.privateKey, alg: "ES256" })}`)).status).toBe(200);

@@ -23,7 +23,7 @@ const run = (p: string) => `${p}-${++n}`;
 const countFor = async (runId: string) => (await runSignals(app, runId)).items.length;
 
 describe("standard-webhooks: one webhook-id, one run", () => {
-  it("#12 the exact request again to the same run: 200 duplicate repeating the first answer; still one signal", async () => {
+  it("the exact request again to the same run: 200 duplicate repeating the first answer; still one signal", async () => {
     const r1 = run("same");
     const waitId = await openWaitFor(app, r1, "sw");
     const body = '{"ok":true}';
@@ -45,7 +45,7 @@ describe("standard-webhooks: one webhook-id, one run", () => {
     expect(await countFor(r1)).toBe(1);
   });
 
-  it("#12 an unsigned Idempotency-Key header does not turn a replay into a new signal (the signed id is the key)", async () => {
+  it("an unsigned Idempotency-Key header does not turn a replay into a new signal (the signed id is the key)", async () => {
     const r1 = run("idem");
     await openWaitFor(app, r1, "sw");
     const body = '{"ok":true}';
@@ -59,7 +59,7 @@ describe("standard-webhooks: one webhook-id, one run", () => {
     expect(await countFor(r1)).toBe(1);
   });
 
-  it("#13 the old signature with a fresh webhook-id: 401 (the id is signed)", async () => {
+  it("the old signature with a fresh webhook-id: 401 (the id is signed)", async () => {
     const r1 = run("fresh-id");
     await openWaitFor(app, r1, "sw");
     const body = '{"ok":true}';
@@ -69,7 +69,7 @@ describe("standard-webhooks: one webhook-id, one run", () => {
     await expectRefusedUnchanged(app, () => post(app, r1, "sw", body, { ...h, "webhook-id": "msg_brand_new" }));
   });
 
-  it("#14 the sender's retry (same id, new timestamp and signature): 200 duplicate, one signal", async () => {
+  it("the sender's retry (same id, new timestamp and signature): 200 duplicate, one signal", async () => {
     const r1 = run("retry");
     await openWaitFor(app, r1, "sw");
     const body = '{"ok":true}';
@@ -81,7 +81,7 @@ describe("standard-webhooks: one webhook-id, one run", () => {
     expect(await countFor(r1)).toBe(1);
   });
 
-  it("#15 20 identical requests at once: exactly one 202, nineteen 200 duplicate, one signal", async () => {
+  it("20 identical requests at once: exactly one 202, nineteen 200 duplicate, one signal", async () => {
     const r1 = run("burst");
     await openWaitFor(app, r1, "sw");
     const body = '{"ok":true}';
@@ -94,7 +94,7 @@ describe("standard-webhooks: one webhook-id, one run", () => {
     expect(await countFor(r1)).toBe(1);
   });
 
-  it("#15 #17 the same request to 10 runs at once: exactly one run gets it, the other nine 401 with nothing written", async () => {
+  it("the same request to 10 runs at once: exactly one run gets it, the other nine 401 with nothing written", async () => {
     const runs = Array.from({ length: 10 }, () => run("race"));
     const waits = await Promise.all(runs.map((r) => openWaitFor(app, r, "sw")));
     const body = '{"ok":true}';
@@ -108,7 +108,7 @@ describe("standard-webhooks: one webhook-id, one run", () => {
     expect(counts.reduce((a, b) => a + b, 0)).toBe(1);
   });
 
-  it("#16 an accepted message replayed after its window (timestamp now stale): 401, not duplicate", async () => {
+  it("an accepted message replayed after its window (timestamp now stale): 401, not duplicate", async () => {
     const r1 = run("stale");
     const body = '{"ok":true}';
     const ts = nowS();
@@ -118,7 +118,7 @@ describe("standard-webhooks: one webhook-id, one run", () => {
     await expectRefusedUnchanged(app, () => post(app, r1, "sw-short", body, h));
   });
 
-  describe("#17 cross-run replay is refused and writes nothing", () => {
+  describe("cross-run replay is refused and writes nothing", () => {
     it("an accepted delivery replayed to another run that has an open wait: 401; that wait stays waiting", async () => {
       const a = run("cross-a");
       const b = run("cross-b");
@@ -201,7 +201,7 @@ describe("run binding (auth.run_pointer) for schemes that sign no id", () => {
       expect(await waitStatus(app, waitId)).toBe("received");
     });
 
-    it("#17 the same signed delivery sent to another run's URL: 401, that run's wait stays waiting, nothing written", async () => {
+    it("the same signed delivery sent to another run's URL: 401, that run's wait stays waiting, nothing written", async () => {
       const a = run(t.type);
       const b = run(t.type);
       await openWaitFor(app, a, t.type);

@@ -42,7 +42,7 @@ async function accepted(schema: unknown): Promise<string> {
   return type;
 }
 
-describe("#52 #53 payload errors are JSON Pointers into the payload", () => {
+describe("payload errors are JSON Pointers into the payload", () => {
   it("missing required, additional property and wrong type (no coercion): /id, /extra, /amount", async () => {
     const type = await accepted({
       type: "object",
@@ -69,7 +69,7 @@ describe("#52 #53 payload errors are JSON Pointers into the payload", () => {
   });
 });
 
-describe("#54 error volume is capped", () => {
+describe("error volume is capped", () => {
   it("a payload with thousands of violations: 422 with exactly 20 validation_errors", async () => {
     const type = await accepted({ type: "array", items: { type: "integer" } });
     const body = JSON.stringify(Array.from({ length: 5000 }, () => "x"));
@@ -93,7 +93,7 @@ describe("#54 error volume is capped", () => {
   });
 });
 
-describe("#55 unicode: no implicit normalisation", () => {
+describe("unicode: no implicit normalisation", () => {
   it('maxLength counts code points: "😀" has length 1', async () => {
     const type = await accepted({ type: "object", properties: { s: { type: "string", maxLength: 1 } } });
     expect((await signed(type, '{"s":"😀"}')).status).toBe(202);
@@ -110,7 +110,7 @@ describe("#55 unicode: no implicit normalisation", () => {
   });
 });
 
-describe("#57 references stay local and schemas stay isolated", () => {
+describe("references stay local and schemas stay isolated", () => {
   it("an external $ref (URL, relative file, another $id) is refused: 422", async () => {
     for (const ref of ["https://example.com/schema.json", "other.json#/defs/x", "urn:tenant:a", "http://json-schema.org/draft-07/schema#"]) {
       const p = await refusedSchema({ type: "object", properties: { a: { $ref: ref } } });
@@ -138,7 +138,7 @@ describe("#57 references stay local and schemas stay isolated", () => {
   });
 });
 
-describe("#58 size and depth", () => {
+describe("size and depth", () => {
   it("a schema nested 40 deep: 422 (the schema depth cap is 32)", async () => {
     let schema: Record<string, unknown> = { type: "string" };
     for (let i = 0; i < 40; i++) schema = { not: schema };
@@ -161,7 +161,7 @@ describe("#58 size and depth", () => {
   });
 });
 
-describe("#59 catastrophic or dynamic constructs are refused at PUT", () => {
+describe("catastrophic or dynamic constructs are refused at PUT", () => {
   const patterns = ["^(a+)+$", "^(a*)*$", "^(a|aa)+$", "^((a)+)+$", "^((a|b))+$", "(?:x+y?)+z", "^(?<g>a+)+$", "^(\\w+\\s?)*$", "(.*a){12}"];
   for (const pattern of patterns) {
     it(`pattern ${pattern}: 422`, async () => {
@@ -214,7 +214,7 @@ describe("#59 catastrophic or dynamic constructs are refused at PUT", () => {
   });
 });
 
-describe("#60 fail closed on what the validator does not understand", () => {
+describe("fail closed on what the validator does not understand", () => {
   it("an unknown keyword (the typo maxLenght): 422, where it would otherwise be silently ignored", async () => {
     const p = await refusedSchema({ type: "object", properties: { name: { type: "string", maxLenght: 3 } } });
     expect(p.validation_errors?.[0]?.message).toMatch(/maxLenght/);
@@ -256,7 +256,7 @@ describe("#60 fail closed on what the validator does not understand", () => {
   });
 });
 
-describe("#62 adversarial payloads against patterns that passed the check stay fast", () => {
+describe("adversarial payloads against patterns that passed the check stay fast", () => {
   it("an email-like pattern against 100 000 characters without the '@': under 1 s", async () => {
     const type = await accepted({ type: "object", properties: { e: { type: "string", pattern: "^[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\\.[A-Za-z]{2,}$" } } });
     const started = Date.now();

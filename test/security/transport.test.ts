@@ -82,7 +82,7 @@ describe("duplicate signature header lines (#22) are never merged into a pass", 
 });
 
 describe("body size and framing", () => {
-  it("#35 chunked body under the limit, several chunks with pauses → 202 and the exact bytes are verified", async () => {
+  it("chunked body under the limit, several chunks with pauses → 202 and the exact bytes are verified", async () => {
     const body = JSON.stringify({ text: "x".repeat(MAX - 100) });
     const h = signStandard(SW, body);
     const buf = Buffer.from(body);
@@ -97,7 +97,7 @@ describe("body size and framing", () => {
     expect(row!.payload).toBe(body);
   });
 
-  it("#34 chunked body over the limit → 413 payload_too_large, nothing recorded (signed correctly, so only size decides)", async () => {
+  it("chunked body over the limit → 413 payload_too_large, nothing recorded (signed correctly, so only size decides)", async () => {
     const body = JSON.stringify({ text: "x".repeat(MAX * 3) });
     const h = signStandard(SW, body);
     const buf = Buffer.from(body);
@@ -110,17 +110,17 @@ describe("body size and framing", () => {
     expect(JSON.parse(r.body)).toMatchObject({ status: 413, outcome: "payload_too_large" });
   });
 
-  it("#34 a chunked body that only passes the limit in its last chunk → 413", async () => {
+  it("a chunked body that only passes the limit in its last chunk → 413", async () => {
     const body = Buffer.alloc(MAX + 1, 0x20);
     await refusedRaw([head("POST", "/signals/chunk-edge/sw", port, [json(""), ["Transfer-Encoding", "chunked"]]), ...chunked([body.subarray(0, MAX), body.subarray(MAX)])], 413, { gapMs: 20 });
   });
 
-  it("#33 a declared Content-Length over the limit → 413 before any body byte is sent", async () => {
+  it("a declared Content-Length over the limit → 413 before any body byte is sent", async () => {
     const r = await refusedRaw([head("POST", "/signals/cl-big/sw", port, [json(""), ["Content-Length", String(MAX + 1)]])], 413);
     expect(JSON.parse(r.body)).toMatchObject({ outcome: "payload_too_large" });
   });
 
-  it("#33 a body of exactly the limit is read (then judged by its signature)", async () => {
+  it("a body of exactly the limit is read (then judged by its signature)", async () => {
     const body = JSON.stringify({ t: "y".repeat(MAX - 8) });
     expect(Buffer.byteLength(body)).toBe(MAX);
     const r = await rawExchange(app.baseUrl, [head("POST", "/signals/cl-edge/sw", port, [json(""), ["Content-Length", String(MAX)], ...(Object.entries(signStandard(SW, body)) as Array<[string, string]>)]), body]);
@@ -145,7 +145,7 @@ describe("body size and framing", () => {
     }
   });
 
-  it("#36 Content-Length together with Transfer-Encoding → 400 from Node's parser, never a bypass", async () => {
+  it("Content-Length together with Transfer-Encoding → 400 from Node's parser, never a bypass", async () => {
     const small = '{"a":1}';
     const smuggled = Buffer.alloc(MAX * 2, 0x61);
     const r = await refusedRaw(
@@ -155,15 +155,15 @@ describe("body size and framing", () => {
     expect(r.head).not.toMatch(/ 202 /);
   });
 
-  it("#36 two different Content-Length lines → 400 from Node's parser", async () => {
+  it("two different Content-Length lines → 400 from Node's parser", async () => {
     await refusedRaw([head("POST", "/signals/clcl/sw", port, [json(""), ["Content-Length", "7"], ["Content-Length", "9999"]]), '{"a":1}'], 400);
   });
 
-  it("#37 a header section over 16 KiB → 431", async () => {
+  it("a header section over 16 KiB → 431", async () => {
     await refusedRaw([head("POST", "/signals/big-head/sw", port, [json(""), ["Content-Length", "2"], ["x-filler", "z".repeat(20_000)]]), "{}"], 431);
   });
 
-  it("#37 thousands of header lines → 431", async () => {
+  it("thousands of header lines → 431", async () => {
     const many = Array.from({ length: 3000 }, (_, i) => [`x-h${i}`, "v"] as [string, string]);
     await refusedRaw([head("POST", "/signals/many-head/sw", port, [json(""), ["Content-Length", "2"], ...many]), "{}"], 431);
   });
@@ -198,7 +198,7 @@ describe("encoding: the signature is checked over the raw bytes, before any deco
     });
   }
 
-  it("#39 Content-Encoding: gzip with a valid signature over the compressed bytes → 400 invalid_json: nothing is inflated", async () => {
+  it("Content-Encoding: gzip with a valid signature over the compressed bytes → 400 invalid_json: nothing is inflated", async () => {
     const run = "gzip-1";
     const waitId = await openWaitFor(app, run, "sw");
     const gz = gzipSync(Buffer.from('{"approved":true}'));
@@ -208,7 +208,7 @@ describe("encoding: the signature is checked over the raw bytes, before any deco
     expect(await waitStatus(app, waitId)).toBe("waiting");
   });
 
-  it("#39 a gzip bomb (3 KiB on the wire, 3 MiB inflated) is never inflated: 400 at once", async () => {
+  it("a gzip bomb (3 KiB on the wire, 3 MiB inflated) is never inflated: 400 at once", async () => {
     const gz = gzipSync(Buffer.alloc(3 * 1024 * 1024, 0x20), { level: 9 });
     expect(gz.length).toBeLessThan(MAX);
     const started = Date.now();
@@ -217,7 +217,7 @@ describe("encoding: the signature is checked over the raw bytes, before any deco
     expect(Date.now() - started).toBeLessThan(2000);
   });
 
-  it("#40 Content-Type is not what decides: text/plain, form and charset=utf-16 bodies are parsed strictly as UTF-8 JSON", async () => {
+  it("Content-Type is not what decides: text/plain, form and charset=utf-16 bodies are parsed strictly as UTF-8 JSON", async () => {
     const body = Buffer.from('{"ok":true}');
     for (const [i, ct] of ["text/plain", "application/x-www-form-urlencoded", "application/json; charset=utf-16"].entries()) {
       const r = await rawExchange(app.baseUrl, [
@@ -236,7 +236,7 @@ describe("encoding: the signature is checked over the raw bytes, before any deco
   });
 });
 
-describe("#41 other methods and shapes of the intake path", () => {
+describe("other methods and shapes of the intake path", () => {
   it("GET, PUT, PATCH, DELETE on /signals/{run}/{signal} → 404/405, nothing written", async () => {
     for (const method of ["GET", "PUT", "PATCH", "DELETE"]) {
       const before = await snapshot(app);

@@ -1,0 +1,2 @@
+ALTER TABLE "signalbox"."signals" ADD COLUMN "payload_bytes" integer;--> statement-breakpoint
+CREATE INDEX "signals_rejected_by_type" ON "signalbox"."signals" USING btree ("signal","received_at") WHERE "signalbox"."signals"."sequence" is null;
