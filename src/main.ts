@@ -22,12 +22,25 @@ import { releaseAfterCrash } from "./worker/release-after-crash.ts";
 import { startWorker } from "./worker/runner.ts";
 
 const SHUTDOWN_BUDGET_MS = 9_000;
+/** Set by a SIGTERM or SIGINT during start-up: what start-up does next fails, and that is expected. */
+let stoppedWhileStarting = false;
 
 async function main() {
   const config = loadConfig(process.env);
   const log = createLogger(config.LOG_LEVEL);
 
   let embedded: EmbeddedDatabase | undefined;
+  // A stop asked for before the service is up (a supervisor giving up on a slow start): stop
+  // what has started so far, and exit cleanly. Replaced by the full shutdown once serving.
+  const stopWhileStarting = (signal: string) => {
+    stoppedWhileStarting = true;
+    log.info({ signal }, "stopping before start-up finished");
+    void within(Promise.resolve(embedded?.stop()), 5_000)
+      .catch(() => {})
+      .finally(() => process.exit(0));
+  };
+  process.once("SIGTERM", stopWhileStarting);
+  process.once("SIGINT", stopWhileStarting);
   let url = config.DATABASE_URL;
   if (!url) {
     // Loaded only when needed: production (DATABASE_URL set) never looks for the binaries of
@@ -139,6 +152,8 @@ async function main() {
     log.info("stopped");
     process.exit(0);
   };
+  process.removeListener("SIGTERM", stopWhileStarting);
+  process.removeListener("SIGINT", stopWhileStarting);
   process.on("SIGTERM", () => void stop("SIGTERM"));
   process.on("SIGINT", () => void stop("SIGINT"));
 }
@@ -151,6 +166,7 @@ function within<T>(p: Promise<T>, ms: number): Promise<T> {
 }
 
 main().catch((err) => {
+  if (stoppedWhileStarting) return; // the stop in progress exits
   console.error(err instanceof Error ? err.message : err);
   process.exit(1);
 });

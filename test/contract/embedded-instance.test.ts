@@ -70,6 +70,21 @@ describe("one embedded signalbox per data dir", () => {
     expect((await fs.readdir(dataDir)).filter((f) => f.startsWith("signalbox.lock"))).toEqual([]);
   }, 90_000);
 
+  it("SIGTERM while starting (creating the cluster, migrating) exits 0; the next start comes up", async () => {
+    const dataDir = await openDataDir();
+    // At the first line the process logs (the cluster is being made or started), and once the
+    // embedded Postgres is up (migrations next).
+    for (const when of [(l: Record<string, unknown>[]) => l.length > 0, (l: Record<string, unknown>[]) => l.some((x) => x.msg === "embedded Postgres started")]) {
+      const starting = await spawnService({ SIGNALBOX_DATA_DIR: dataDir });
+      while (!when(starting.logs()) && starting.child.exitCode === null) await new Promise((r) => setTimeout(r, 5));
+      starting.child.kill("SIGTERM");
+      expect(await starting.exited, starting.output()).toBe(0);
+    }
+    const next = await startService({ SIGNALBOX_DATA_DIR: dataDir });
+    await until200(next, "/readyz");
+    await stop(next);
+  }, 90_000);
+
   it("a lock left by a process whose pid now belongs to another process is stale", async () => {
     const dataDir = await openDataDir();
     await fs.mkdir(dataDir, { recursive: true });

@@ -57,3 +57,30 @@ describe("what rejected signals store", () => {
     expect(grownMiB).toBeLessThan(20);
   }, 60_000);
 });
+
+describe("rejected signals per signal type", () => {
+  let app: TestApp;
+  beforeAll(async () => {
+    app = await startTestApp({ worker: false });
+    await declareType(app, "capped", { auth: { scheme: "none" } });
+    await declareType(app, "other", { auth: { scheme: "none" } });
+  });
+  afterAll(() => app.close());
+
+  it("are kept up to the cap, the oldest purged first; other types and accepted signals are untouched", async () => {
+    const { capRejectedSignals } = await import("../../src/signals/cap-rejections.ts");
+    const ids: string[] = [];
+    for (let i = 0; i < 30; i++) ids.push((await intake(app, `cap-run-${i}`, "capped", `{"i":${i}}`)).body!.signal_id);
+    await intake(app, "other-run", "other", "{}");
+    await app.api("/runs/kept-run/waits", { method: "POST", json: { signal: "capped" } });
+    const received = (await intake(app, "kept-run", "capped", "{}")).body!;
+    expect(received.outcome).toBe("received");
+
+    expect(await capRejectedSignals(app.deps.db, 10, 7)).toBe(7); // batches: at most 7 rows a call
+    while ((await capRejectedSignals(app.deps.db, 10, 7)) > 0);
+    const left = await app.database.sql<{ id: string }[]>`select id from signalbox.signals where signal = 'capped' and sequence is null order by received_at, id`;
+    expect(left.map((r) => r.id).sort()).toEqual(ids.slice(-10).sort()); // the newest ten
+    const others = await app.database.sql`select 1 from signalbox.signals where signal = 'other' or id = ${received.signal_id}`;
+    expect(others).toHaveLength(2);
+  });
+});
