@@ -81,14 +81,15 @@ export function createApp(deps: AppDeps) {
   });
   const mayLogRequest = logBudget(deps.config.SIGNALBOX_LOG_REQUESTS_PER_S);
   const mayLogError = logBudget(deps.config.SIGNALBOX_LOG_REQUESTS_PER_S);
-  const sayHeld = (what: string) => (count: number) => deps.log.warn({ held: count }, `${what} held back in the last second (SIGNALBOX_LOG_REQUESTS_PER_S)`);
+  // Request lines held back are the budget working (info); unhandled errors held back are not (warn).
+  const sayHeld = (what: string, level: "info" | "warn") => (count: number) => deps.log[level]({ held: count }, `${what} held back in the last second (SIGNALBOX_LOG_REQUESTS_PER_S)`);
   app.use(async function accessLog(c, next) {
     const started = performance.now();
     await next();
     const seconds = (performance.now() - started) / 1000;
     // routePath is the pattern (/waits/:id), so labels stay few whatever the ids are.
     metrics.httpDuration.observe({ method: c.req.method, route: c.req.routePath, status: String(c.res.status) }, seconds);
-    if (mayLogRequest(sayHeld("request lines"))) {
+    if (mayLogRequest(sayHeld("request lines", "info"))) {
       deps.log.info({ method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(seconds * 1000) }, "request");
     }
   });
@@ -171,7 +172,7 @@ export function createApp(deps: AppDeps) {
       // hono's own HTTPExceptions (e.g. a malformed JSON body): a client error, said plainly.
       return problemResponse(c, { type: "https://signalbox.dev/problems/bad-request", title: "Bad Request", status, detail: err.message || "malformed request" });
     }
-    if (mayLogError(sayHeld("unhandled errors"))) deps.log.error({ err: describeError(err) }, "unhandled error");
+    if (mayLogError(sayHeld("unhandled errors", "warn"))) deps.log.error({ err: describeError(err) }, "unhandled error");
     return problemResponse(c, {
       type: "https://signalbox.dev/problems/internal",
       title: "Internal Server Error",
