@@ -55,6 +55,8 @@ const ConfigSchema = z.object({
   SIGNALBOX_POLL_INTERVAL_MS: z.coerce.number().int().min(50).default(100),
   SIGNALBOX_SSE_HEARTBEAT_S: z.coerce.number().positive().default(15),
   SIGNALBOX_WORKER_STALE_S: z.coerce.number().positive().default(60),
+  /** Resolved waits, their history and deliveries, signals and notifications older than this are purged; 0 keeps everything. */
+  SIGNALBOX_RETENTION_DAYS: z.coerce.number().int().min(0).default(30),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });
 

@@ -2,7 +2,7 @@ import { sql, type SQL } from "drizzle-orm";
 import type { Queryable } from "../db/client.ts";
 
 /** The graphile-worker tasks signalbox defines; the task list in worker/tasks.ts maps each to a verb. */
-export type TaskName = "expire_wait" | "deliver_callback" | "fire_timer" | "poll_sensor" | "deliver_notification" | "sweep";
+export type TaskName = "expire_wait" | "deliver_callback" | "fire_timer" | "poll_sensor" | "deliver_notification" | "sweep" | "purge_old_records";
 
 export interface JobOptions {
   /** When to run; a SQL expression so deadlines stay on the database clock. Default: now. */
