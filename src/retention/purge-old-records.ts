@@ -10,6 +10,7 @@ import {
   purgeSignalsWithoutWait,
   ROW_BATCH,
   WAIT_BATCH,
+  type Batch,
   type PurgedWaits,
 } from "./retention.queries.ts";
 
@@ -45,10 +46,17 @@ export interface PurgeReport {
 }
 
 interface Step {
-  run(q: Queryable): Promise<Partial<PurgeTotals>>;
-  /** Whether the batch was full, so there may be more. */
-  full(done: Partial<PurgeTotals>): boolean;
+  /** One batch from `from` on: what it did, the key to go on from, and whether it was full (there may be more). */
+  run(q: Queryable, from: string | null): Promise<{ done: Partial<PurgeTotals>; last: string | null; full: boolean }>;
 }
+
+/** A step over one of the plain batch statements, counted under `name`. */
+const plain = (name: keyof PurgeTotals, statement: (q: Queryable, from: string | null) => Promise<Batch>): Step => ({
+  async run(q, from) {
+    const b = await statement(q, from);
+    return { done: { [name]: b.rows }, last: b.last, full: b.rows === ROW_BATCH };
+  },
+});
 
 /**
  * The retention job's work: marks buffered signals past their TTL `expired`, then (unless
@@ -64,15 +72,18 @@ export async function purgeOldRecords(
 ): Promise<PurgeReport> {
   const days = deps.config.SIGNALBOX_RETENTION_DAYS;
   const db = deps.db;
-  const steps: Step[] = [
-    { run: async (q) => ({ expired: await markExpiredSignals(q) }), full: (d) => d.expired === ROW_BATCH },
-  ];
+  const steps: Step[] = [plain("expired", (q) => markExpiredSignals(q))];
   if (days > 0) {
     steps.push(
-      { run: (q) => purgeResolvedWaits(q, days), full: (d) => d.waits === WAIT_BATCH },
-      { run: async (q) => ({ looseEvents: await purgeEventsWithoutWait(q, days) }), full: (d) => d.looseEvents === ROW_BATCH },
-      { run: async (q) => ({ looseSignals: await purgeSignalsWithoutWait(q, days) }), full: (d) => d.looseSignals === ROW_BATCH },
-      { run: async (q) => ({ notifications: await purgeOldNotifications(q, days) }), full: (d) => d.notifications === ROW_BATCH },
+      {
+        async run(q, from) {
+          const { last, ...done } = await purgeResolvedWaits(q, days, from);
+          return { done, last, full: done.waits === WAIT_BATCH };
+        },
+      },
+      plain("looseEvents", (q, from) => purgeEventsWithoutWait(q, days, from)),
+      plain("looseSignals", (q, from) => purgeSignalsWithoutWait(q, days, from)),
+      plain("notifications", (q, from) => purgeOldNotifications(q, days, from)),
     );
   }
 
@@ -85,6 +96,7 @@ export async function purgeOldRecords(
   const deadline = Date.now() + (opts.budgetMs ?? PURGE_BUDGET_MS);
   let restMs = 0;
   work: for (const step of steps) {
+    let from: string | null = null;
     for (;;) {
       if (restMs > 0) await sleep(restMs, undefined, { signal: opts.abort }).catch(() => {});
       if (opts.abort?.aborted || Date.now() >= deadline) {
@@ -92,12 +104,13 @@ export async function purgeOldRecords(
         break work;
       }
       const started = Date.now();
-      const done = await withTransaction(db, async (tx) => {
+      const { done, last, full } = await withTransaction(db, async (tx) => {
         // Not waiting for the disk: a purge lost in a crash is purged again by the next run,
         // and the commits intake waits for are not queued behind ours.
         await tx.execute(sql`set local synchronous_commit = off`);
-        return step.run(tx);
+        return step.run(tx, from);
       });
+      from = last ?? from;
       restMs = Math.max(MIN_REST_MS, (Date.now() - started) * REST_FACTOR);
       let rows = 0;
       for (const [k, n] of Object.entries(done) as Array<[keyof PurgeTotals, number]>) {
@@ -106,7 +119,7 @@ export async function purgeOldRecords(
       }
       report.batches++;
       report.largestBatch = Math.max(report.largestBatch, rows);
-      if (!step.full(done)) break;
+      if (!full) break;
     }
   }
   const touched = Object.values(report.totals).some((n) => n > 0);

@@ -216,6 +216,23 @@ describe("how it is purged", () => {
     expect(left!.n).toBe(0);
   });
 
+  it("a batch goes on from the newest row the one before took, not over what that one left behind", async () => {
+    const base = Date.now() - (DAYS + 10) * 86_400_000;
+    const old = (id: string, msAgo: number) =>
+      db()`insert into signalbox.signals (id, run_id, signal, outcome, payload, received_at)
+           values (${id}, 'cursor-1', 'approval', 'rejected_not_waiting', '{}', ${new Date(base - msAgo).toISOString()}::timestamptz)`;
+    await old("sg_cur_1", 3);
+    await old("sg_cur_2", 2);
+    await old("sg_cur_3", 1);
+    const first = await purgeSignalsWithoutWait(app.deps.db, DAYS, null, 2);
+    expect(first.rows).toBe(2);
+    await old("sg_cur_0", 4); // older than where the next batch starts: left for the next run
+    const second = await purgeSignalsWithoutWait(app.deps.db, DAYS, first.last, 2);
+    expect(second.rows).toBe(1);
+    expect((await db()`select id from signalbox.signals where run_id = 'cursor-1'`).map((r) => r.id)).toEqual(["sg_cur_0"]);
+    expect((await purgeSignalsWithoutWait(app.deps.db, DAYS, null, 2)).rows).toBe(1);
+  });
+
   it("every statement reaches its rows through an index, never a scan of the whole table", async () => {
     const plans = new Map<string, string>();
     await app.deps.db.transaction(async (tx) => {
