@@ -9,6 +9,7 @@ import {
   purgeResolvedWaits,
   purgeSignalsWithoutWait,
   ROW_BATCH,
+  WAIT_BATCH,
 } from "../../src/retention/retention.queries.ts";
 import { schedulePurge } from "../../src/retention/schedule-purge.ts";
 import { body, declareType, eventually, intake, openWait, readAll } from "../helpers/http.ts";
@@ -187,7 +188,7 @@ describe("what is purged", () => {
 });
 
 describe("how it is purged", () => {
-  it("in many small batches, each one short transaction of at most 1,000 rows", async () => {
+  it("in many small batches, each one short transaction of a few hundred rows at most", async () => {
     // 450 resolved waits (each with two events and its signal) and 2,500 rejections, 40 days old.
     await db()`
       insert into signalbox.waits (id, run_id, signal, status, created_at, resolved_at, signal_id, delivery_status)
@@ -209,8 +210,10 @@ describe("how it is purged", () => {
     const report = await purge();
     expect(report.totals.waits).toBeGreaterThanOrEqual(450);
     expect(report.totals.looseSignals).toBeGreaterThanOrEqual(2500);
-    // 450 waits: three batches at least; 2,500 rejections: three at least.
-    expect(report.batches).toBeGreaterThanOrEqual(6);
+    // 450 waits: nine batches at least (50 each); 2,500 rejections: ten at least (250 each).
+    expect(WAIT_BATCH).toBeLessThanOrEqual(50);
+    expect(ROW_BATCH).toBeLessThanOrEqual(250);
+    expect(report.batches).toBeGreaterThanOrEqual(19);
     expect(report.largestBatch).toBeLessThanOrEqual(ROW_BATCH);
     const [left] = await db()`select count(*)::int as n from signalbox.signals where run_id like 'bulk-%'`;
     expect(left!.n).toBe(0);
