@@ -11,7 +11,8 @@
  *
  * With `--retention` (`npm run bench -- --retention`), step 2 is instead bench/retention.ts:
  * intake p99 at a steady rate without and while the retention job purges ~1,000,000 old rows
- * (BENCH_RETENTION_ROWS, BENCH_RETENTION_PHASE_S (30)).
+ * (BENCH_RETENTION_ROWS, BENCH_RETENTION_PHASE_S (30), BENCH_RETENTION_WAIT_S (120): how long to
+ * wait for the purge to end before the phase after it, which is skipped if it has not).
  *
  * Knobs (environment): BENCH_DATABASE_URL, BENCH_CONCURRENCY (32), BENCH_PHASE_S (10),
  * BENCH_TIMER_WAITS (10000), BENCH_STATEMENTS=1 (load pg_stat_statements into the embedded
@@ -209,6 +210,7 @@ async function main() {
       ratePerS: RESUME_RATE,
       phaseMs: Number(env.BENCH_RETENTION_PHASE_S ?? 30) * 1000,
       rows: Number(env.BENCH_RETENTION_ROWS ?? 1_000_000),
+      waitMs: Number(env.BENCH_RETENTION_WAIT_S ?? 120) * 1000,
       log,
       guard,
       openWait,

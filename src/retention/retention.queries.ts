@@ -16,12 +16,12 @@ import type { Queryable } from "../db/client.ts";
 
 /**
  * Rows one statement deletes or marks, at most (a wait batch brings its dependants along).
- * Small: a batch is a burst of about a millisecond of one core; longer bursts are what intake's
- * p99 feels (batches of 250 and 1,000 rows measured worse in bench --retention).
+ * Small: a batch is a burst of under a millisecond of one core; longer bursts are what intake's
+ * p99 feels (batches of 100, 250 and 1,000 rows measured worse in bench --retention).
  */
-export const ROW_BATCH = 100;
+export const ROW_BATCH = 50;
 /** Waits per batch: each takes its events (about two), signals, notifications, votes and link uses with it. */
-export const WAIT_BATCH = 20;
+export const WAIT_BATCH = 10;
 
 export interface Batch {
   /** Rows deleted (or marked). */

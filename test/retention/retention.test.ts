@@ -210,10 +210,10 @@ describe("how it is purged", () => {
     const report = await purge();
     expect(report.totals.waits).toBeGreaterThanOrEqual(450);
     expect(report.totals.looseSignals).toBeGreaterThanOrEqual(2500);
-    // 450 waits: 23 batches at least (20 each); 2,500 rejections: 25 at least (100 each).
-    expect(WAIT_BATCH).toBeLessThanOrEqual(20);
-    expect(ROW_BATCH).toBeLessThanOrEqual(100);
-    expect(report.batches).toBeGreaterThanOrEqual(48);
+    // 450 waits: 45 batches at least (10 each); 2,500 rejections: 50 at least (50 each).
+    expect(WAIT_BATCH).toBeLessThanOrEqual(10);
+    expect(ROW_BATCH).toBeLessThanOrEqual(50);
+    expect(report.batches).toBeGreaterThanOrEqual(95);
     expect(report.largestBatch).toBeLessThanOrEqual(ROW_BATCH);
     const [left] = await db()`select count(*)::int as n from signalbox.signals where run_id like 'bulk-%'`;
     expect(left!.n).toBe(0);
