@@ -22,7 +22,7 @@ const floors = [
   { name: "runs", paths: [`^src/runs/${notRouter}`] },
   {
     name: "job verbs",
-    paths: ["^src/delivery/", "^src/notifications/", "^src/timeouts/", "^src/timers/", "^src/sensors/"],
+    paths: ["^src/delivery/", "^src/notifications/", "^src/timeouts/", "^src/timers/", "^src/sensors/", "^src/retention/"],
   },
   { name: "approvals, operations", paths: [`^src/approvals/${notRouter}`, "^src/operations/"] },
   { name: "routers", paths: ["[.]router[.]ts$"] },

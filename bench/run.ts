@@ -9,6 +9,11 @@
  *     and the lag of 10,000 timeouts due at the same instant.
  *  3. Prints every figure with its ratio to pgbench's tps and the targets.
  *
+ * With `--retention` (`npm run bench -- --retention`), step 2 is instead bench/retention.ts:
+ * intake p99 at a steady rate without and while the retention job purges ~1,000,000 old rows
+ * (BENCH_RETENTION_ROWS, BENCH_RETENTION_PHASE_S (30), BENCH_RETENTION_WAIT_S (120): how long to
+ * wait for the purge to end before the phase after it, which is skipped if it has not).
+ *
  * Knobs (environment): BENCH_DATABASE_URL, BENCH_CONCURRENCY (32), BENCH_PHASE_S (10),
  * BENCH_TIMER_WAITS (10000), BENCH_STATEMENTS=1 (load pg_stat_statements into the embedded
  * server and report statements per operation; costs a little throughput; =nested also lists
@@ -25,6 +30,7 @@ import { cpuBetween, cpuSnapshot, postmasterPid, settle, type CpuUse } from "./c
 import { closedLoop, openLoop, type LoadResult } from "./load.ts";
 import { createDatabase, pgbenchVersion, runPgbench, serverVersion, startServer, statementStats, type StatementStats } from "./postgres.ts";
 import { CallbackReceiver } from "./receiver.ts";
+import { printRetention, retentionBench } from "./retention.ts";
 import { apiClient, startService, type Service } from "./service.ts";
 import { describeLatency, fmtMs, fmtRate, fmtRatio, now, summarize, table, type Summary } from "./stats.ts";
 
@@ -38,6 +44,7 @@ const TIMER_WAITS = Number(env.BENCH_TIMER_WAITS ?? 10_000);
 const WAKE_SAMPLES = Number(env.BENCH_WAKE_SAMPLES ?? 200);
 const API_KEY = `bench_${randomBytes(12).toString("hex")}`;
 const SIGNAL = "bench";
+const RETENTION = process.argv.includes("--retention");
 
 const TARGETS = { signalsRatio: 0.12, resumeP99Ms: 50, timerP99Ms: 1000 };
 /** Give up on the timer phase when no timeout callback arrived for this long. */
@@ -195,6 +202,28 @@ async function main() {
       },
     }),
   );
+
+  if (RETENTION) {
+    const result = await retentionBench({
+      url: appDb.url,
+      concurrency: CONCURRENCY,
+      ratePerS: RESUME_RATE,
+      phaseMs: Number(env.BENCH_RETENTION_PHASE_S ?? 30) * 1000,
+      rows: Number(env.BENCH_RETENTION_ROWS ?? 1_000_000),
+      waitMs: Number(env.BENCH_RETENTION_WAIT_S ?? 120) * 1000,
+      log,
+      guard,
+      openWait,
+      sendSignal: (run, payload) => sendSignal(run, payload),
+    });
+    const ok = printRetention(result, pgbench.tps, RESUME_RATE);
+    if (service.lines.length > 0) console.log(`
+notes:
+  signalbox wrote ${service.lines.length} log lines at warn or above`);
+    console.log(`
+total time ${((now() - t0) / 1000).toFixed(0)} s`);
+    return ok;
+  }
 
   // ---- waits/s ----
   log(`waits/s: opening waits (timeout_s 3600, no callback), ${CONCURRENCY} connections, ${PHASE_MS / 1000} s`);

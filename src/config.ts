@@ -100,6 +100,10 @@ const ConfigSchema = z.object({
   }),
   /** Request lines (and, apart, unhandled-error lines) logged a second at most; the rest are counted in one line. */
   SIGNALBOX_LOG_REQUESTS_PER_S: z.coerce.number().int().min(1).default(200),
+  /** Resolved waits, their history and deliveries, signals and notifications older than this are purged; 0 keeps everything. */
+  SIGNALBOX_RETENTION_DAYS: z.coerce.number().int().min(0).default(30),
+  /** Rejected signals kept per signal type (anyone may cause them), the oldest purged first by the retention job; 0: no cap. */
+  SIGNALBOX_REJECTED_PER_SIGNAL_TYPE: z.coerce.number().int().min(0).default(10_000),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });
 

@@ -48,10 +48,12 @@ BEGIN
   INSERT INTO signalbox.events (run_id, type, wait_id, data)
     VALUES (p_run_id, 'signal.waiting', p_id, jsonb_build_object('signal', p_signal, 'kind', 'external'));
 
-  -- The oldest buffered signal still usable is this wait's at once.
+  -- The oldest buffered signal still usable is this wait's at once. Locked: the retention job
+  -- (which skips locked rows) then neither marks it expired nor deletes it meanwhile.
   SELECT s.id INTO v_buffered FROM signalbox.signals s
     WHERE s.run_id = p_run_id AND s.signal = p_signal AND s.outcome = 'buffered' AND s.wait_id IS NULL AND s.buffer_expires_at > now()
-    ORDER BY s.received_at, s.sequence LIMIT 1;
+    ORDER BY s.received_at, s.sequence LIMIT 1
+    FOR UPDATE;
   IF v_buffered IS NOT NULL OR v_deadline <= now() THEN
     SELECT w.ctid INTO v_wait_row FROM signalbox.waits w WHERE w.id = p_id;
   END IF;

@@ -2,7 +2,7 @@ import type { Deps } from "../deps.ts";
 import { parseJsonText } from "../core/json-text.ts";
 import { decodeCursor, page } from "../core/pagination.ts";
 import { listSignals, type SignalFilter, type SignalRow } from "./signals.queries.ts";
-import type { Outcome } from "./signal-outcome.ts";
+import type { RecordOutcome } from "./signal-outcome.ts";
 
 export function toSignalResource(s: SignalRow) {
   return {
@@ -10,7 +10,7 @@ export function toSignalResource(s: SignalRow) {
     run_id: s.runId,
     signal: s.signal,
     sequence: s.sequence,
-    outcome: s.outcome as Outcome,
+    outcome: s.outcome as RecordOutcome,
     payload: s.payload === null ? null : parseJsonText(s.payload),
     payload_bytes: s.payloadBytes,
     idempotency_key: s.idempotencyKey,

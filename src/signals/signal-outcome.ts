@@ -15,6 +15,13 @@ export const OUTCOMES = [
 ] as const;
 export type Outcome = (typeof OUTCOMES)[number];
 
+/**
+ * What a signal record may show: every intake outcome, and `expired`, a buffered signal whose
+ * TTL passed before any wait took it (shown so from that instant; the retention job stores it).
+ */
+export const RECORD_OUTCOMES = [...OUTCOMES, "expired"] as const;
+export type RecordOutcome = (typeof RECORD_OUTCOMES)[number];
+
 /** The HTTP status of each intake outcome (API.md, "Signals: intake"). */
 export const OUTCOME_STATUS: Record<Outcome, number> = {
   received: 202,

@@ -1,4 +1,4 @@
-import { and, asc, eq, sql, type SQL } from "drizzle-orm";
+import { and, asc, eq, getTableColumns, or, sql, type SQL } from "drizzle-orm";
 import type { Queryable } from "../db/client.ts";
 import { signals } from "../db/schema.ts";
 import type { ValidationIssue } from "../core/errors.ts";
@@ -42,15 +42,31 @@ export interface SignalFilter {
   after?: { receivedAt: Date; id: string };
 }
 
+/**
+ * A buffered signal never consumed whose TTL has passed: `expired` from that instant, before the
+ * retention job stores it so (src/retention). Waits take only buffered signals before their
+ * expiry (open_wait, openWait), so what is shown expired is never consumed.
+ */
+const expiredNow = sql`(${signals.outcome} = 'buffered' and ${signals.waitId} is null and ${signals.bufferExpiresAt} <= now())`;
+
+/** The outcome a signal record shows. */
+const shownOutcome = sql<string>`case when ${expiredNow} then 'expired' else ${signals.outcome} end`;
+
+function outcomeIs(outcome: string): SQL {
+  if (outcome === "expired") return or(eq(signals.outcome, "expired"), expiredNow)!;
+  if (outcome === "buffered") return sql`${signals.outcome} = 'buffered' and not ${expiredNow}`;
+  return eq(signals.outcome, outcome);
+}
+
 export async function listSignals(q: Queryable, f: SignalFilter, limit: number): Promise<SignalRow[]> {
   const conditions: SQL[] = [];
   if (f.runId !== undefined) conditions.push(eq(signals.runId, f.runId));
-  if (f.outcome !== undefined) conditions.push(eq(signals.outcome, f.outcome));
+  if (f.outcome !== undefined) conditions.push(outcomeIs(f.outcome));
   if (f.after) {
     conditions.push(sql`(${signals.receivedAt}, ${signals.id}) > (${f.after.receivedAt.toISOString()}::timestamptz, ${f.after.id}::text)`);
   }
   return q
-    .select()
+    .select({ ...getTableColumns(signals), outcome: shownOutcome })
     .from(signals)
     .where(and(...conditions))
     .orderBy(asc(signals.receivedAt), asc(signals.id))

@@ -10,7 +10,7 @@ import { ProblemSchema, problemResponse, type Problem } from "../http/problem.ts
 import { sendSignal } from "./send-signal.ts";
 import { sendSignalBatch } from "./send-signal-batch.ts";
 import { findSignals } from "./list-signals.ts";
-import { OUTCOME_STATUS, OUTCOMES, type IntakeAnswer } from "./signal-outcome.ts";
+import { OUTCOME_STATUS, OUTCOMES, RECORD_OUTCOMES, type IntakeAnswer } from "./signal-outcome.ts";
 
 const AcceptedSchema = z
   .object({
@@ -27,7 +27,10 @@ const SignalRecordSchema = z
     run_id: z.string(),
     signal: z.string(),
     sequence: z.number().int().nullable(),
-    outcome: z.enum(OUTCOMES),
+    outcome: z.enum(RECORD_OUTCOMES).openapi({
+      description:
+        "The intake outcome, or `expired`: a buffered signal whose `buffer_ttl_s` passed before any wait consumed it (it keeps its `sequence`; no wait will take it)",
+    }),
     payload: z.unknown(),
     payload_bytes: z.number().int().nullable().openapi({
       description: "A rejected signal keeps its payload only up to 4,096 bytes: past that, `payload` is null and this is the size received",
@@ -165,7 +168,7 @@ const list = createRoute({
   summary: "The signal log across runs, e.g. the dead letters (?outcome=rejected_not_waiting), oldest first",
   tags: ["Signals"],
   security: bearerSecurity,
-  request: { query: z.object({ outcome: z.enum(OUTCOMES).optional(), limit: LimitQuery, cursor: CursorQuery }) },
+  request: { query: z.object({ outcome: z.enum(RECORD_OUTCOMES).optional(), limit: LimitQuery, cursor: CursorQuery }) },
   responses: { 200: json(listOf(SignalRecordSchema, "SignalList"), "A page of signals"), ...commonProblems },
 });
 

@@ -205,7 +205,8 @@ async function consumeBufferedSignal(tx: Tx, runId: string, signal: string, wait
     .from(signals)
     .where(and(eq(signals.runId, runId), eq(signals.signal, signal), eq(signals.outcome, "buffered"), isNull(signals.waitId), gt(signals.bufferExpiresAt, sql`now()`)))
     .orderBy(asc(signals.receivedAt), asc(signals.sequence))
-    .limit(1);
+    .limit(1)
+    .for("update"); // the retention job skips locked rows: it neither marks this one expired nor deletes it meanwhile
   if (!buffered) return false;
   await tx.update(signals).set({ waitId }).where(eq(signals.id, buffered.id));
   await resolveWaits(tx, { ids: [waitId] }, { status: "received", signalId: buffered.id });

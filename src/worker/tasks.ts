@@ -8,6 +8,8 @@ import { deliverNotification } from "../notifications/deliver-notification.ts";
 import { pollSensor } from "../sensors/poll-sensor.ts";
 import { expireWait } from "../timeouts/expire-wait.ts";
 import { fireTimer } from "../timers/fire-timer.ts";
+import { purgeOldRecords } from "../retention/purge-old-records.ts";
+import { PURGE_INTERVAL_S, schedulePurge } from "../retention/schedule-purge.ts";
 
 /** Jobs carry ids only; state lives in our tables. Payloads are parsed, never trusted. */
 const ById = z.object({ id: z.string().min(1) });
@@ -37,7 +39,12 @@ export function taskList(deps: TaskDeps): TaskList {
       const released = await releaseDeadPools(deps.db, deps.workerStaleS);
       if (released.length > 0) deps.log.warn({ pools: released }, "released jobs held by dead worker pools");
       await purgeExpiredReceipts(deps.db);
+      await schedulePurge(deps.db, PURGE_INTERVAL_S, true);
       await scheduleSweep(deps.db, sweepIntervalS(deps.workerStaleS), false);
+    },
+    purge_old_records: async function purgeOldRecordsTask(_payload, helpers) {
+      const { more } = await purgeOldRecords(deps, { abort: helpers.abortSignal });
+      await schedulePurge(deps.db, more ? 0 : PURGE_INTERVAL_S, false);
     },
   };
 }
