@@ -1,7 +1,7 @@
 import { connect } from "node:net";
-import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { declareType, eventually } from "../helpers/http.ts";
+import { logCapture } from "../helpers/probes.ts";
 import { startTestApp, type TestApp } from "../helpers/test-app.ts";
 
 /** Starts a POST with a body it never finishes, then hangs up. */
@@ -17,16 +17,10 @@ function hangUpMidUpload(port: number, path: string, headers = ""): Promise<void
 }
 
 describe("clients that hang up mid-upload", () => {
-  const lines: Array<{ level: number; msg: string; requestId?: string; status?: number }> = [];
+  const { stream, lines } = logCapture<{ level: number; msg: string; requestId?: string; status?: number }>();
   let app: TestApp;
   beforeAll(async () => {
-    const logStream = new Writable({
-      write(chunk, _enc, cb) {
-        for (const line of String(chunk).split("\n").filter(Boolean)) lines.push(JSON.parse(line));
-        cb();
-      },
-    });
-    app = await startTestApp({ env: { LOG_LEVEL: "debug" }, logStream });
+    app = await startTestApp({ env: { LOG_LEVEL: "debug" }, logStream: stream });
     await declareType(app, "upload");
   });
   afterAll(() => app.close());

@@ -1,17 +1,10 @@
 import { spawn } from "node:child_process";
 import { request, type ClientRequest } from "node:http";
-import { setFlagsFromString } from "node:v8";
-import { runInNewContext } from "node:vm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { declareType, eventually, openWait, rawRequest } from "../helpers/http.ts";
+import { heapKiB } from "../helpers/probes.ts";
 import { API_KEY, startTestApp, type TestApp } from "../helpers/test-app.ts";
 
-setFlagsFromString("--expose_gc");
-const gc = runInNewContext("gc") as () => void;
-const heapKiB = () => {
-  gc();
-  return process.memoryUsage().heapUsed / 1024;
-};
 
 /** A process that opens N long-polls (argv: base URL, path, N, token) and keeps them open until killed. */
 const HOLDING_CLIENTS = `

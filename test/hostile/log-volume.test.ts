@@ -1,7 +1,7 @@
-import { Writable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { logBudget } from "../../src/core/logger.ts";
 import { eventually } from "../helpers/http.ts";
+import { logCapture } from "../helpers/probes.ts";
 import { startTestApp, type TestApp } from "../helpers/test-app.ts";
 
 describe("log budget", () => {
@@ -18,16 +18,10 @@ describe("log budget", () => {
 });
 
 describe("a flood of requests", () => {
-  const lines: Array<{ msg: string; held?: number }> = [];
+  const { stream, lines } = logCapture<{ msg: string; held?: number }>();
   let app: TestApp;
   beforeAll(async () => {
-    const logStream = new Writable({
-      write(chunk, _enc, cb) {
-        for (const line of String(chunk).split("\n").filter(Boolean)) lines.push(JSON.parse(line));
-        cb();
-      },
-    });
-    app = await startTestApp({ env: { LOG_LEVEL: "info", SIGNALBOX_LOG_REQUESTS_PER_S: "10" }, logStream });
+    app = await startTestApp({ env: { LOG_LEVEL: "info", SIGNALBOX_LOG_REQUESTS_PER_S: "10" }, logStream: stream });
   });
   afterAll(() => app.close());
 
