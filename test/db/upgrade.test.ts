@@ -1,4 +1,6 @@
+import { createHash } from "node:crypto";
 import fs from "node:fs/promises";
+import os from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import postgres from "postgres";
@@ -6,7 +8,7 @@ import { drizzle } from "drizzle-orm/postgres-js";
 import { migrate } from "drizzle-orm/postgres-js/migrator";
 import { runMigrations } from "graphile-worker";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { migrateDatabase } from "../../src/db/migrate.ts";
+import { MIGRATIONS_DIR, migrateDatabase } from "../../src/db/migrate.ts";
 import { newId } from "../../src/core/ids.ts";
 import { startCallbackReceiver } from "../helpers/callback-receiver.ts";
 import { eventually, intake, openWait } from "../helpers/http.ts";
@@ -14,22 +16,41 @@ import { describeSchema } from "../helpers/schema-description.ts";
 import { createTestDatabase, startTestApp } from "../helpers/test-app.ts";
 
 /**
- * Every schema level main has had: test/db/history/NN-<commit> holds db/migrations (SQL and
- * journal) as it was at that commit. A database built at each level, with work in flight,
- * upgrades to HEAD, reaches the schema of a fresh database and carries its old rows through
- * the lifecycle.
+ * Every schema level main has had: migration-history/levels.json lists, per level (NN-<commit>),
+ * the migration files db/migrations held at that commit, by name and digest, and journals/ its
+ * journal. A file is the committed one when its digest matches (migrations are append-only),
+ * else the superseded version kept in migration-history/files (0006 and 0008 were once edited).
+ * A database built at each level, with work in flight, upgrades to HEAD, reaches the schema of a
+ * fresh database and carries its old rows through the lifecycle.
  */
-const HISTORY = path.join(path.dirname(fileURLToPath(import.meta.url)), "history");
-const levels = (await fs.readdir(HISTORY)).sort();
+const HISTORY = path.join(path.dirname(fileURLToPath(import.meta.url)), "migration-history");
+const LEVELS = JSON.parse(await fs.readFile(path.join(HISTORY, "levels.json"), "utf8")) as Record<string, string[]>;
+const levels = Object.keys(LEVELS).sort();
+
+/** db/migrations as it was at `level`, assembled in a temporary folder drizzle's migrator can read. */
+async function migrationsAt(level: string): Promise<string> {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), `signalbox-level-${level}-`));
+  await fs.mkdir(path.join(dir, "meta"));
+  await fs.copyFile(path.join(HISTORY, "journals", `${level}.json`), path.join(dir, "meta", "_journal.json"));
+  for (const entry of LEVELS[level]!) {
+    const [, name, digest] = /^(.+)\.([0-9a-f]{8})\.sql$/.exec(entry)!;
+    const committed = await fs.readFile(path.join(MIGRATIONS_DIR, `${name}.sql`)).catch(() => null);
+    const text = committed && createHash("sha256").update(committed).digest("hex").startsWith(digest!) ? committed : await fs.readFile(path.join(HISTORY, "files", entry));
+    await fs.writeFile(path.join(dir, `${name}.sql`), text);
+  }
+  return dir;
+}
 
 /** How signalbox migrated at those commits: graphile-worker's schema, then drizzle's migrator. */
 async function migrateAsAt(level: string, url: string) {
   await runMigrations({ connectionString: url });
   const client = postgres(url, { max: 1, onnotice: () => {} });
+  const folder = await migrationsAt(level);
   try {
-    await migrate(drizzle(client), { migrationsFolder: path.join(HISTORY, level), migrationsSchema: "drizzle", migrationsTable: "signalbox_migrations" });
+    await migrate(drizzle(client), { migrationsFolder: folder, migrationsSchema: "drizzle", migrationsTable: "signalbox_migrations" });
   } finally {
     await client.end();
+    await fs.rm(folder, { recursive: true, force: true });
   }
 }
 
