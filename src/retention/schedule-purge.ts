@@ -6,6 +6,11 @@ import { addJob } from "../jobs/enqueue.ts";
 export const PURGE_JOB_KEY = "retention";
 /** How long the retention job rests once it has caught up (it continues at once while work is left). */
 export const PURGE_INTERVAL_S = 600;
+/** How soon it looks again after standing down for another holder of its lock. */
+const PURGE_BUSY_RETRY_S = 1;
+
+/** When the next run is due, after a run that reported this. */
+export const nextPurgeInS = (run: { more: boolean; busy: boolean }) => (run.busy ? PURGE_BUSY_RETRY_S : run.more ? 0 : PURGE_INTERVAL_S);
 
 /**
  * Schedules the retention job `inS` seconds from now. It reschedules itself after every run;

@@ -9,7 +9,7 @@ import { pollSensor } from "../sensors/poll-sensor.ts";
 import { expireWait } from "../timeouts/expire-wait.ts";
 import { fireTimer } from "../timers/fire-timer.ts";
 import { purgeOldRecords } from "../retention/purge-old-records.ts";
-import { PURGE_INTERVAL_S, schedulePurge } from "../retention/schedule-purge.ts";
+import { nextPurgeInS, PURGE_INTERVAL_S, schedulePurge } from "../retention/schedule-purge.ts";
 
 /** Jobs carry ids only; state lives in our tables. Payloads are parsed, never trusted. */
 const ById = z.object({ id: z.string().min(1) });
@@ -43,8 +43,7 @@ export function taskList(deps: TaskDeps): TaskList {
       await scheduleSweep(deps.db, sweepIntervalS(deps.workerStaleS), false);
     },
     purge_old_records: async function purgeOldRecordsTask(_payload, helpers) {
-      const { more } = await purgeOldRecords(deps, { abort: helpers.abortSignal });
-      await schedulePurge(deps.db, more ? 0 : PURGE_INTERVAL_S, false);
+      await schedulePurge(deps.db, nextPurgeInS(await purgeOldRecords(deps, { abort: helpers.abortSignal })), false);
     },
   };
 }

@@ -1,7 +1,7 @@
 import { sql, type SQL } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Queryable } from "../../src/db/client.ts";
-import { purgeOldRecords } from "../../src/retention/purge-old-records.ts";
+import { PURGE_LOCK, purgeOldRecords } from "../../src/retention/purge-old-records.ts";
 import {
   markExpiredSignals,
   purgeEventsWithoutWait,
@@ -267,6 +267,20 @@ describe("how it is purged", () => {
     uses("signals", "signals_without_wait_received");
     uses("notifications", "notifications_created");
     uses("expired", "signals_buffer_expiry");
+  });
+
+  it("runs one at a time: while another session holds its lock, a run stands down", async () => {
+    await db()`insert into signalbox.signals (id, run_id, signal, outcome, payload, received_at)
+               values ('sg_lock_old', 'lock-2', 'approval', 'rejected_not_waiting', '{}', now() - interval '40 days')`;
+    const gone = async () => (await db()`select 1 from signalbox.signals where id = 'sg_lock_old'`).length === 0;
+    await db().begin(async (tx) => {
+      await tx`select pg_advisory_xact_lock(hashtext(${PURGE_LOCK}))`;
+      const report = await purge();
+      expect(report).toMatchObject({ busy: true, more: true, batches: 0 });
+      expect(await gone()).toBe(false);
+    });
+    expect(await purge()).toMatchObject({ busy: false });
+    expect(await gone()).toBe(true);
   });
 
   it("skips a buffered signal a wait is taking (locked) rather than waiting for it", async () => {
