@@ -124,8 +124,13 @@ export function approvalsRouter(deps: Deps & { metrics: Metrics }) {
   });
   app.post(`${APPROVAL_LINK_PREFIX}:token`, async (c) => {
     try {
-      // The token first: a forged link costs one signature check, never the parse of its body.
-      await checkLinkToken(deps, c.req.param("token"));
+      // The token first: a forged link costs one signature check, never the parse of its body,
+      // and its connection is closed with the answer: kept alive, the server would read and
+      // discard the rest of the body first.
+      await checkLinkToken(deps, c.req.param("token")).catch((err: unknown) => {
+        c.header("connection", "close");
+        throw err;
+      });
       const comment = await readComment(c);
       const done = await respondToLink(deps, c.req.param("token"), comment);
       deps.metrics.signals.inc({ signal: done.wait.signal, outcome: "received" });
@@ -146,7 +151,10 @@ async function readComment(c: Context): Promise<string | undefined> {
   const type = c.req.header("content-type") ?? "";
   if (!/^(application\/x-www-form-urlencoded|multipart\/form-data)/i.test(type)) return undefined;
   const bytes = await readCapped(c.req.raw.body, MAX_FORM_BYTES);
-  if (!bytes) throw formTooLarge();
+  if (!bytes) {
+    c.header("connection", "close"); // the rest is not read: not even to keep the connection
+    throw formTooLarge();
+  }
   const form = await new Response(bytes, { headers: { "content-type": type } }).formData().catch(() => {
     throw new LinkError("bad_comment", 400, "The form cannot be read", "Send the comment as a form field. The link was not used.");
   });
