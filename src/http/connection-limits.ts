@@ -1,8 +1,8 @@
 import type { Server, ServerOptions } from "node:http";
 import type { Socket } from "node:net";
-import { isIP, type BlockList } from "node:net";
+import type { BlockList } from "node:net";
 import type { Config } from "../config.ts";
-import { proxyList } from "./rate-limit.ts";
+import { isTrusted, proxyList } from "./rate-limit.ts";
 
 export interface ConnectionLimits {
   /** Seconds a client may take to send its request headers. */
@@ -55,8 +55,7 @@ export function limitConnections(server: Server, limits: ConnectionLimits): { op
   const perAddress = new Map<string, number>();
   server.on("connection", function capPerAddress(socket: Socket) {
     const address = socket.remoteAddress ?? "";
-    const version = isIP(address);
-    if (version !== 0 && limits.proxies.check(address, version === 6 ? "ipv6" : "ipv4")) return;
+    if (isTrusted(limits.proxies, address)) return;
     const open = (perAddress.get(address) ?? 0) + 1;
     if (open > limits.maxConnectionsPerAddress) {
       socket.destroy();

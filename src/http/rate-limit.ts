@@ -55,7 +55,8 @@ export function proxyList(entries: string[]): BlockList {
   return list;
 }
 
-const isTrusted = (proxies: BlockList, address: string) => isIP(address) !== 0 && proxies.check(address, isIP(address) === 6 ? "ipv6" : "ipv4");
+/** Whether `address` is one of the trusted proxies (a malformed address is not). */
+export const isTrusted = (proxies: BlockList, address: string) => isIP(address) !== 0 && proxies.check(address, isIP(address) === 6 ? "ipv6" : "ipv4");
 
 /**
  * Who sent the request: the peer's address, or, when the peer is a trusted proxy, the nearest

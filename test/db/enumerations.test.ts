@@ -1,26 +1,16 @@
-import postgres from "postgres";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { EVENT_TYPES } from "../../src/events/events.queries.ts";
 import { OUTCOMES } from "../../src/signals/signal-outcome.ts";
-import { createTestDatabase } from "../helpers/test-app.ts";
+import { useTestSql } from "../helpers/test-app.ts";
 
 // Enumerated text columns are CHECK constraints (src/db/schema.ts); the TypeScript lists that
 // name the same values must not drift from them.
 
-let db: Awaited<ReturnType<typeof createTestDatabase>>;
-let sql: postgres.Sql;
-beforeAll(async () => {
-  db = await createTestDatabase();
-  sql = postgres(db.url, { max: 1, onnotice: () => {} });
-});
-afterAll(async () => {
-  await sql?.end();
-  await db?.drop();
-});
+const testSql = useTestSql();
 
 /** The quoted values a CHECK (... in ('a', 'b')) constraint allows. */
 async function allowed(constraint: string): Promise<string[]> {
-  const [row] = await sql<{ def: string }[]>`select pg_get_constraintdef(oid) as def from pg_constraint where conname = ${constraint}`;
+  const [row] = await testSql()<{ def: string }[]>`select pg_get_constraintdef(oid) as def from pg_constraint where conname = ${constraint}`;
   return [...row!.def.matchAll(/'([^']+)'/g)].map((m) => m[1]!).sort();
 }
 

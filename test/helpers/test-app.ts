@@ -3,7 +3,7 @@ import type { AddressInfo } from "node:net";
 import { randomBytes } from "node:crypto";
 import { serve, type ServerType } from "@hono/node-server";
 import postgres from "postgres";
-import { inject } from "vitest";
+import { afterAll, beforeAll, inject } from "vitest";
 import type { Writable } from "node:stream";
 import { createApp } from "../../src/app.ts";
 import { parseSecretKey, SecretBox } from "../../src/auth/secret-box.ts";
@@ -52,6 +52,24 @@ export async function createTestDatabase(opts: { empty?: boolean } = {}): Promis
       await admin.end();
     },
   };
+}
+
+/**
+ * A fresh test database for the whole file, with one SQL connection to it (no app): returns a
+ * getter, valid from the file's beforeAll on.
+ */
+export function useTestSql(): () => postgres.Sql {
+  let db: Awaited<ReturnType<typeof createTestDatabase>> | undefined;
+  let sql: postgres.Sql | undefined;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    sql = postgres(db.url, { max: 1, onnotice: () => {} });
+  });
+  afterAll(async () => {
+    await sql?.end();
+    await db?.drop();
+  });
+  return () => sql!;
 }
 
 export interface TestApp {
