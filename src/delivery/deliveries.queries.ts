@@ -72,14 +72,22 @@ export interface FailingFilter {
  */
 export async function listFailingDeliveries(q: Queryable, f: FailingFilter, limit: number): Promise<FailingDeliveryRow[]> {
   const status = f.status ? sql`w.delivery_status = ${f.status}::text` : sql`w.delivery_status in ('pending', 'failed')`;
+  // A failed delivery's latest attempt gave up: the wait lookup is spared for retries.
+  const outcome = f.status === "failed" ? sql`and a.outcome = 'failed'` : sql``;
   const host = f.callbackHost !== undefined ? sql`and a.callback_host = ${f.callbackHost}::text` : sql``;
   const after = f.after ? sql`and (a.started_at, a.id) > (${f.after.startedAt.toISOString()}::timestamptz, ${f.after.id}::bigint)` : sql``;
+  // The attempts drive, in index order, each joined to its wait by primary key, so a page stops
+  // after `limit` matches. The join is a LATERAL with LIMIT 1 (a wait per attempt) so the
+  // planner cannot turn it into a hash join over every wait of that status (a scan of waits).
   const rows = await q.execute<Record<string, unknown>>(sql`
-    select ${attemptColumns}, w.run_id as "runId", w.signal, w.delivery_status as status,
-           w.delivery_attempts as attempts, w.delivery_last_error as "lastError"
-    from signalbox.delivery_attempts a
-    join signalbox.waits w on w.id = a.wait_id and w.delivery_attempts = a.attempt
-    where a.latest and a.outcome <> 'delivered' and ${status} ${host} ${after}
+    select ${attemptColumns}, w.* from signalbox.delivery_attempts a
+    cross join lateral (
+      select w.run_id as "runId", w.signal, w.delivery_status as status, w.delivery_attempts as attempts, w.delivery_last_error as "lastError"
+      from signalbox.waits w
+      where w.id = a.wait_id and w.delivery_attempts = a.attempt and ${status}
+      limit 1
+    ) w
+    where a.latest and a.outcome <> 'delivered' ${outcome} ${host} ${after}
     order by a.started_at, a.id
     limit ${limit + 1}::int`);
   return rows.map((r) => ({
