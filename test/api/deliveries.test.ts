@@ -2,6 +2,7 @@ import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { retryDelayS } from "../../src/delivery/classify-response.ts";
 import { deliverCallback } from "../../src/delivery/deliver-callback.ts";
 import { encodeCursor } from "../../src/core/pagination.ts";
 import { purgeOldRecords } from "../../src/retention/purge-old-records.ts";
@@ -9,7 +10,7 @@ import { startCallbackReceiver, type ReceivedCallback } from "../helpers/callbac
 import { body, declareType, eventually, expectProblem, intake, openWait, readAll } from "../helpers/http.ts";
 import { logCapture } from "../helpers/probes.ts";
 import { killServices, startService } from "../helpers/service-process.ts";
-import { createTestDatabase, LINK_KEYS, startTestApp, type TestApp } from "../helpers/test-app.ts";
+import { createTestDatabase, LINK_KEYS, startTestApp, useTestSql, type TestApp } from "../helpers/test-app.ts";
 
 // Visible deliveries (issue 13, item 5): every callback attempt is recorded and listed per wait
 // (GET /waits/{id}/deliveries) and, while failing, across waits (GET /deliveries); redeliver
@@ -345,5 +346,49 @@ describe("retention", () => {
     expect(await countFor(old)).toBe(0);
     expect(await countFor(recent)).toBeGreaterThan(0);
     await expectProblem(await app.api(`/waits/${old}/deliveries`), 404);
+  });
+});
+
+describe("signalbox.record_delivery_attempt (no worker: the jobs it schedules stay put)", () => {
+  const sql = useTestSql();
+  const MAX = 4;
+  const BACKOFF_S = 1.5;
+
+  /** Records attempt n+1 of a pending wait as a retryable failure; returns its outcome and the delay of the job it scheduled. */
+  async function failOnce(id: string, before: number) {
+    const [row] = await sql()<Array<{ outcome: string; attempt: number; round_attempt: number }>>`
+      select * from signalbox.record_delivery_attempt(${id}, ${before}, 'retry', 503, 'HTTP 503', 0, 'engine:9000', ${MAX}, ${BACKOFF_S})`;
+    const [job] = await sql()<Array<{ delay_s: number }>>`
+      select extract(epoch from j.run_at - a.started_at)::float8 as delay_s
+      from graphile_worker.jobs j, signalbox.delivery_attempts a
+      where j.key = ${"deliver:" + id} and a.wait_id = ${id} and a.attempt = ${before + 1}`;
+    return { ...row!, delayS: job?.delay_s };
+  }
+
+  it("backs off as retryDelayS within a round, gives up at the round's last attempt, and a new round starts over", async () => {
+    const id = "wt_recordfn";
+    await sql()`
+      insert into signalbox.waits (id, run_id, signal, status, resolved_at, callback_url, resolution_event_id, delivery_status)
+      values (${id}, 'r-fn', 'approval', 'cancelled', now(), 'http://engine:9000/resume', 7, 'pending')`;
+    const seen = [];
+    for (let before = 0; before < MAX; before++) seen.push(await failOnce(id, before));
+    expect(seen.map((r) => [r.attempt, r.round_attempt, r.outcome])).toEqual([
+      [1, 1, "retry"],
+      [2, 2, "retry"],
+      [3, 3, "retry"],
+      [4, 4, "failed"],
+    ]);
+    // started_at is kept to the millisecond: the delay read back is within one of it.
+    for (const r of seen.slice(0, 3)) expect(Math.abs(r.delayS! - retryDelayS(BACKOFF_S, r.round_attempt))).toBeLessThan(0.002);
+    // A recorded attempt number is not recorded again (the compare-and-set).
+    expect(await sql()`select * from signalbox.record_delivery_attempt(${id}, 2, 'delivered', 200, null, 0, 'engine:9000', ${MAX}, ${BACKOFF_S})`).toEqual([]);
+
+    // A redelivery's round: the numbers go on, the count and the backoff start again.
+    await sql()`update signalbox.waits set delivery_status = 'pending', delivery_round_start = delivery_attempts where id = ${id}`;
+    const next = await failOnce(id, MAX);
+    expect([next.attempt, next.round_attempt, next.outcome]).toEqual([MAX + 1, 1, "retry"]);
+    expect(Math.abs(next.delayS! - retryDelayS(BACKOFF_S, 1))).toBeLessThan(0.002);
+    const latest = await sql()<Array<{ attempt: number }>>`select attempt from signalbox.delivery_attempts where wait_id = ${id} and latest`;
+    expect(latest).toEqual([{ attempt: MAX + 1 }]);
   });
 });
