@@ -23,6 +23,7 @@ import { signalsRouter } from "./signals/signals.router.ts";
 import type { ChangeFeed } from "./events/change-feed.ts";
 import { waitsRouter } from "./waits/waits.router.ts";
 import { APPROVAL_LINK_PREFIX, approvalsRouter } from "./approvals/approvals.router.ts";
+import { deliveriesRouter } from "./delivery/deliveries.router.ts";
 
 export interface AppDeps extends Deps {
   changes: ChangeFeed;
@@ -127,6 +128,7 @@ export function createApp(deps: AppDeps) {
   app.route("/", metricsRouter(deps, metrics));
   app.route("/", signalTypesRouter(deps));
   app.route("/", waitsRouter(deps));
+  app.route("/", deliveriesRouter(deps));
   app.route("/", signalsRouter({ ...deps, metrics, isManagementToken: verifyToken }));
   app.route("/", runsRouter(deps));
   app.route("/", approvalsRouter({ ...deps, metrics }));

@@ -39,6 +39,12 @@ export function createMetrics(opts: { defaultMetrics?: boolean } = {}) {
       buckets: [1, 2, 3, 5, 8, 10, 20],
       registers: [registry],
     }),
+    deliveriesGivenUp: new Counter({
+      name: "signalbox_deliveries_given_up_total",
+      help: "Callback deliveries that gave up (became failed), by reason: rejected (a 4xx other than 408/429) or attempts_exhausted (SIGNALBOX_DELIVERY_MAX_ATTEMPTS)",
+      labelNames: ["reason"],
+      registers: [registry],
+    }),
     intakeBatchSize: new Histogram({
       name: "signalbox_intake_batch_size",
       help: "Signals committed together by one intake transaction (group commit; 1 when traffic is light)",

@@ -84,6 +84,11 @@ export const waits = signalbox.table(
     deliveryStatus: text("delivery_status").notNull().default("none"),
     deliveryAttempts: integer("delivery_attempts").notNull().default(0),
     deliveryLastError: text("delivery_last_error"),
+    /**
+     * delivery_attempts when the current round of attempts began (a redelivery starts a round):
+     * SIGNALBOX_DELIVERY_MAX_ATTEMPTS and the backoff count from here, the attempt numbers go on.
+     */
+    deliveryRoundStart: integer("delivery_round_start").notNull().default(0),
     /** external (a sender POSTs), timer, sensor, all / any (composite over member waits). */
     kind: text("kind").notNull().default("external"),
     /** The timer or sensor spec, as given. */
@@ -285,5 +290,44 @@ export const notifications = signalbox.table(
     index("notifications_created").on(t.createdAt),
     check("notifications_status", sql`${t.status} in ('pending', 'delivered', 'failed', 'skipped')`),
     check("notifications_type", sql`${t.type} in ('signal.waiting', 'signal.reminder')`),
+  ],
+);
+
+/**
+ * Every recorded attempt to deliver a wait's callback, oldest first (src/delivery). Recorded by
+ * the attempt's compare-and-set on the wait (db/functions/record_delivery_attempt.sql), so an
+ * attempt number is recorded once per wait; a redelivery's attempts go on numbering.
+ */
+export const deliveryAttempts = signalbox.table(
+  "delivery_attempts",
+  {
+    id: bigint("id", { mode: "number" }).primaryKey().generatedByDefaultAsIdentity(),
+    waitId: text("wait_id").notNull(),
+    /** 1, 2, 3... per wait, across redeliveries. */
+    attempt: integer("attempt").notNull(),
+    /** The event the callback carried: its id is the `webhook-id` the endpoint saw. */
+    eventId: bigint("event_id", { mode: "number" }).notNull(),
+    startedAt: tz("started_at").notNull(),
+    durationMs: integer("duration_ms").notNull(),
+    /** The endpoint's HTTP status; null when no answer came (refused, reset, timed out). */
+    statusCode: integer("status_code"),
+    error: text("error"),
+    /** What this attempt made of the delivery: delivered, retry (another attempt is due), failed (given up). */
+    outcome: text("outcome").notNull(),
+    /** The callback URL's host[:port] (never its credentials, path or query): the endpoint. */
+    callbackHost: text("callback_host").notNull(),
+    /** The wait's latest attempt so far: the cross-wait listing reads these only. */
+    latest: boolean("latest").notNull().default(true),
+  },
+  (t) => [
+    check("delivery_attempts_outcome", sql`${t.outcome} in ('delivered', 'retry', 'failed')`),
+    check("delivery_attempts_attempt", sql`${t.attempt} >= 1`),
+    // A wait's attempts in order, and the compare-and-set's guard: one row per attempt number.
+    uniqueIndex("delivery_attempts_wait_attempt").on(t.waitId, t.attempt),
+    // GET /deliveries: deliveries whose latest attempt failed (failed, or pending a retry), by
+    // when it was made, across waits and per endpoint. Partial: a first attempt that delivers
+    // (nearly all of them) costs these indexes nothing, and superseded attempts leave them.
+    index("delivery_attempts_failing").on(t.startedAt, t.id).where(sql`${t.latest} and ${t.outcome} <> 'delivered'`),
+    index("delivery_attempts_failing_host").on(t.callbackHost, t.startedAt, t.id).where(sql`${t.latest} and ${t.outcome} <> 'delivered'`),
   ],
 );

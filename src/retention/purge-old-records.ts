@@ -113,7 +113,7 @@ export async function purgeOldRecords(
   }
 
   const report: PurgeReport = {
-    totals: { waits: 0, events: 0, signals: 0, notifications: 0, votes: 0, linkUses: 0, looseSignals: 0, looseEvents: 0, expired: 0, rejectedOverCap: 0 },
+    totals: { waits: 0, events: 0, signals: 0, notifications: 0, votes: 0, deliveryAttempts: 0, linkUses: 0, looseSignals: 0, looseEvents: 0, expired: 0, rejectedOverCap: 0 },
     batches: 0,
     largestBatch: 0,
     more: false,

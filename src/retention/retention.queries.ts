@@ -42,14 +42,16 @@ export interface PurgedWaits {
   signals: number;
   notifications: number;
   votes: number;
+  /** Recorded callback attempts (GET /waits/{id}/deliveries). */
+  deliveryAttempts: number;
   linkUses: number;
 }
 
 /**
  * Deletes up to WAIT_BATCH resolved waits older than `days` together with everything that
  * belongs to them: their history events, their signals (the one that resolved them, quorum
- * votes), notifications, votes and approval-link uses. Kept: a wait still waiting, one whose
- * callback is still pending, one resolved within the period; and a composite goes as a whole,
+ * votes), notifications, votes, callback attempts and approval-link uses. Kept: a wait still
+ * waiting, one whose callback is still pending, one resolved within the period; and a composite goes as a whole,
  * so one kept member keeps its parent and siblings, a kept parent its members. Rows another
  * transaction holds (a redelivery being queued) are skipped. `last` is a resolved_at.
  */
@@ -80,6 +82,8 @@ export async function purgeResolvedWaits(q: Queryable, days: number, from: strin
       delete from signalbox.notifications n where n.wait_id = any(array(select id from doomed)) returning 1
     ), gone_votes as (
       delete from signalbox.votes v where v.wait_id = any(array(select id from doomed)) returning 1
+    ), gone_delivery_attempts as (
+      delete from signalbox.delivery_attempts d where d.wait_id = any(array(select id from doomed)) returning 1
     ), gone_link_uses as (
       delete from signalbox.link_uses l where l.wait_id = any(array(select id from doomed)) returning 1
     ), gone_waits as (
@@ -87,7 +91,7 @@ export async function purgeResolvedWaits(q: Queryable, days: number, from: strin
     )
     select (select count(*) from gone_waits) as waits, (select count(*) from gone_events) as events,
            (select count(*) from gone_signals) as signals, (select count(*) from gone_notifications) as notifications,
-           (select count(*) from gone_votes) as votes, (select count(*) from gone_link_uses) as "linkUses",
+           (select count(*) from gone_votes) as votes, (select count(*) from gone_delivery_attempts) as "deliveryAttempts", (select count(*) from gone_link_uses) as "linkUses",
            (select ${isoKey(sql`max(resolved_at)`)} from doomed) as last`);
   return {
     waits: Number(row!.waits),
@@ -95,6 +99,7 @@ export async function purgeResolvedWaits(q: Queryable, days: number, from: strin
     signals: Number(row!.signals),
     notifications: Number(row!.notifications),
     votes: Number(row!.votes),
+    deliveryAttempts: Number(row!.deliveryAttempts),
     linkUses: Number(row!.linkUses),
     last: row!.last ?? null,
   };

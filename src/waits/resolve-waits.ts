@@ -69,6 +69,7 @@ export function waitFromSql(r: Record<string, unknown>): WaitRowOnly {
     deliveryStatus: String(r.delivery_status),
     deliveryAttempts: Number(r.delivery_attempts),
     deliveryLastError: (r.delivery_last_error as string | null) ?? null,
+    deliveryRoundStart: Number(r.delivery_round_start ?? 0),
     kind: String(r.kind),
     source: r.source ?? null,
     firesAt: date(r.fires_at),

@@ -32,6 +32,8 @@ export interface WaitFilter {
   parentWaitId?: string;
   signal?: string;
   status?: string;
+  /** The callback's delivery status (none, pending, delivered, failed). */
+  delivery?: string;
   metadata?: Record<string, string>;
   deadlineBefore?: Date;
   createdBefore?: Date;
@@ -45,6 +47,9 @@ export async function listWaits(q: Queryable, f: WaitFilter, limit: number): Pro
   if (f.parentWaitId !== undefined) conditions.push(eq(waits.parentWaitId, f.parentWaitId));
   if (f.signal !== undefined) conditions.push(eq(waits.signal, f.signal));
   if (f.status !== undefined) conditions.push(eq(waits.status, f.status));
+  // Not indexed (an index would cost every delivery's status update its HOT update): a filter
+  // beside the others, or GET /deliveries, which has its own index, for failing deliveries.
+  if (f.delivery !== undefined) conditions.push(eq(waits.deliveryStatus, f.delivery));
   if (f.metadata && Object.keys(f.metadata).length > 0) {
     // The second clause is implied by the first (the filter is not empty); it lets the planner use the partial GIN index.
     conditions.push(sql`${waits.metadata} @> ${JSON.stringify(f.metadata)}::jsonb and ${waits.metadata} <> '{}'::jsonb`);

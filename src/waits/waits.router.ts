@@ -40,7 +40,10 @@ export const WaitSchema = z
     votes: z.record(z.string(), z.array(z.string())).optional().openapi({ description: "Quorum waits: the distinct responders so far, by response", example: { approve: ["kim"] } }),
     delivery: z
       .object({ status: z.enum(["none", "pending", "delivered", "failed"]), attempts: z.number().int(), last_error: z.string().nullable() })
-      .openapi({ description: "The resume callback's progress" }),
+      .openapi({
+        description:
+          "The resume callback's progress: `attempts` counts every recorded attempt, redeliveries included (`GET /waits/{id}/deliveries` lists them); `last_error` is the latest attempt's",
+      }),
   })
   .openapi("Wait");
 
@@ -69,6 +72,10 @@ const OpenWaitBody = z
 const RunParams = z.object({ run: RunIdSchema.openapi({ param: { name: "run", in: "path" } }) });
 const IdParams = z.object({ id: WaitIdSchema.openapi({ param: { name: "id", in: "path" } }) });
 const StatusQuery = z.enum(["waiting", "received", "timed_out", "cancelled"]).optional();
+const DeliveryQuery = z
+  .enum(["none", "pending", "delivered", "failed"])
+  .optional()
+  .openapi({ description: "Only waits whose resume callback's `delivery.status` is this" });
 
 const open = createRoute({
   method: "post",
@@ -122,7 +129,9 @@ const redeliver = createRoute({
   method: "post",
   path: "/waits/{id}/redeliver",
   operationId: "redeliverWait",
-  summary: "Queue the callback again (after a failed delivery)",
+  summary: "Send the callback again, now",
+  description:
+    "Allowed once the wait has left `waiting` and has a `callback_url`, whatever its `delivery.status`: after it `failed` or was `delivered`, and while a retry is `pending` (the retry is sent now instead of after its backoff). It starts a new round of attempts: up to `SIGNALBOX_DELIVERY_MAX_ATTEMPTS` more, the backoff starting again from `SIGNALBOX_DELIVERY_BACKOFF_S`. Earlier attempts stay listed in `GET /waits/{id}/deliveries` and their numbers go on; `delivery.attempts` counts them all. The `webhook-id` is the same as before. An attempt already in flight is not stopped: the endpoint may then get the callback twice, and one of the two is recorded.",
   tags: ["Waits"],
   security: bearerSecurity,
   request: { params: IdParams },
@@ -152,6 +161,7 @@ const find = createRoute({
     query: z.object({
       signal: SignalNameSchema.optional(),
       status: StatusQuery,
+      delivery: DeliveryQuery,
       run_id: RunIdSchema.optional(),
       deadline_before: InstantInput.optional().openapi({ description: "Only waits whose timeout_at is before this instant" }),
       created_before: InstantInput.optional().openapi({ description: "Only waits created before this instant" }),
@@ -204,6 +214,7 @@ export function waitsRouter(deps: Deps & { changes: ChangeFeed; shutdown: AbortS
         await findWaits(deps, {
           signal: q.signal,
           status: q.status,
+          delivery: q.delivery,
           runId: q.run_id,
           metadata: metadataFilter(c.req.queries()),
           deadlineBefore: q.deadline_before ? new Date(q.deadline_before) : undefined,

@@ -1,0 +1,71 @@
+-- Records one attempt to deliver a wait's callback (src/delivery/deliver-callback.ts), in one
+-- round trip: the compare-and-set on the wait's attempt count, the attempt's row in
+-- delivery_attempts, and, when another attempt is due, its job (graphile-worker, same key).
+--
+-- The compare-and-set is what makes an attempt number recorded once: two sends of the same
+-- attempt (a redelivery racing an attempt in flight, or a job run twice after a crash) both
+-- saw `delivery_attempts = p_attempts_before`; the first to commit records it, the second
+-- matches no row and records nothing (its send still happened: delivery is at-least-once).
+--
+-- Whether a retryable answer is retried is decided here, from the row, not by the caller: a
+-- redelivery may have started a new round (delivery_round_start) while the attempt was in flight,
+-- and that round's count is the one SIGNALBOX_DELIVERY_MAX_ATTEMPTS and the backoff apply to.
+-- Returns the attempt's outcome (delivered, retry, failed) and number, or no row when the
+-- compare-and-set lost.
+CREATE OR REPLACE FUNCTION "signalbox"."record_delivery_attempt"(
+  p_wait_id text,
+  p_attempts_before int,           -- the wait's delivery_attempts when the attempt began
+  p_verdict text,                  -- what the answer says: delivered | retry | failed
+  p_status_code int,               -- null: no answer (refused, reset, timed out)
+  p_error text,
+  p_duration_ms int,
+  p_callback_host text,
+  p_max_attempts int,              -- SIGNALBOX_DELIVERY_MAX_ATTEMPTS, per round
+  p_backoff_s double precision)    -- SIGNALBOX_DELIVERY_BACKOFF_S
+RETURNS TABLE (outcome text, attempt int, round_attempt int) LANGUAGE plpgsql AS $$
+DECLARE
+  v_attempt constant int := p_attempts_before + 1;
+  v_status text;
+  v_round_start int;
+  v_event_id bigint;
+  v_outcome text;
+BEGIN
+  UPDATE signalbox.waits w SET
+      delivery_attempts = v_attempt,
+      delivery_status = CASE
+        WHEN p_verdict = 'delivered' THEN 'delivered'
+        WHEN p_verdict = 'retry' AND v_attempt - w.delivery_round_start < p_max_attempts THEN 'pending'
+        ELSE 'failed' END,
+      delivery_last_error = p_error
+    WHERE w.id = p_wait_id AND w.delivery_status = 'pending' AND w.delivery_attempts = p_attempts_before
+    RETURNING w.delivery_status, w.delivery_round_start, w.resolution_event_id INTO v_status, v_round_start, v_event_id;
+  IF NOT FOUND THEN
+    RETURN;
+  END IF;
+  v_outcome := CASE v_status WHEN 'pending' THEN 'retry' ELSE v_status END;
+
+  IF p_attempts_before > 0 THEN
+    -- The previous attempt is no longer the wait's latest: it leaves the listing of failing deliveries.
+    UPDATE signalbox.delivery_attempts a SET latest = false
+      WHERE a.wait_id = p_wait_id AND a.attempt = p_attempts_before AND a.latest;
+  END IF;
+  INSERT INTO signalbox.delivery_attempts (wait_id, attempt, event_id, started_at, duration_ms, status_code, error, outcome, callback_host)
+    VALUES (p_wait_id, v_attempt, v_event_id, now() - p_duration_ms * interval '1 millisecond', p_duration_ms, p_status_code, p_error, v_outcome, p_callback_host);
+
+  IF v_outcome = 'retry' THEN
+    -- Attempt n+1 of a round after backoff × 2^(n-1) s, at most an hour (src/delivery/classify-response.ts retryDelayS).
+    IF (SELECT j.id FROM signalbox.add_job(
+          'deliver_callback', json_build_object('id', p_wait_id),
+          now() + least(3600, p_backoff_s * 2 ^ greatest(0, v_attempt - v_round_start - 1)) * interval '1 second',
+          signalbox.job_max_attempts(), signalbox.job_key('deliver_callback', p_wait_id), 'replace') j) IS NULL THEN
+      -- graphile/worker#580: under contention on one key add_job can return no job; the caller retries.
+      RAISE EXCEPTION 'add_job returned no job' USING ERRCODE = '40001';
+    END IF;
+  END IF;
+
+  outcome := v_outcome;
+  attempt := v_attempt;
+  round_attempt := v_attempt - v_round_start;
+  RETURN NEXT;
+END;
+$$;
