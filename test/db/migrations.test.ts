@@ -27,7 +27,7 @@ const COMMITTED: Record<string, string> = {
   "0010_retention.sql": "89fd21e9060734400706f52023f421ead869c9d89bb51cf9183d129988ee309d",
   "0011_rejected_signal_bounds.sql": "e5ee5f269b20a5d0aebbb1b295c9a74bf5f911fd166c6301e152c006aeffc6c0",
   "0012_invariants.sql": "c9abf04d3cd63f7793b6bbeb52c959e9263d904bd49d158dcbedd216bac33484",
-  "0014_visible_deliveries.sql": "0efafae2a64fc132b2776e83c0536944cb710ed20c07214cc09f7d1c932442a0",
+  "0013_visible_deliveries.sql": "0efafae2a64fc132b2776e83c0536944cb710ed20c07214cc09f7d1c932442a0",
 };
 
 /**
