@@ -1,4 +1,4 @@
-import type { Service } from "./service.ts";
+import type { ServiceProcess as Service } from "../../helpers/service-process.ts";
 
 /** One answered (or not) request of the load. */
 export interface Sample {
