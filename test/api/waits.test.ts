@@ -6,6 +6,7 @@ import { startCallbackReceiver, type ReceivedCallback } from "../helpers/callbac
 import { body, declareType, expectProblem, intake, openWait, readAll } from "../helpers/http.ts";
 import { waitFor } from "../helpers/wait-for.ts";
 import { advanceClock } from "../helpers/clock.ts";
+import { heldOpen } from "../helpers/race-gates.ts";
 import { CALLBACK_SECRET, startTestApp, type TestApp } from "../helpers/test-app.ts";
 
 let app: TestApp;
@@ -127,7 +128,7 @@ describe("timeouts", () => {
     const { body: wait } = await openWait(app, "timeout-1", { signal: "approval", timeout_s: 600, callback_url: engine.url });
     expect(wait.status).toBe("waiting");
     const held = timed(() => getWait(wait.id, "?wait_s=10"));
-    await waitFor("the long-poll to be parked", async () => app.changes.size, { until: (n) => n > 0 });
+    await heldOpen(app);
     await advanceClock(app, 600);
     const { value: after, ms } = await held;
     expect(after.status).toBe("timed_out");
@@ -179,7 +180,7 @@ describe("GET /waits/{id}?wait_s= (long-poll)", () => {
   it("answers as soon as a signal arrives from another request while it is held", async () => {
     const { body: wait } = await openWait(app, "poll-1", { signal: "approval" });
     const held = timed(() => getWait(wait.id, "?wait_s=20"));
-    await waitFor("the long-poll to be parked", async () => app.changes.size, { until: (n) => n > 0 }); // the long-poll is parked
+    await heldOpen(app); // the long-poll is parked
     const sentAt = performance.now();
     const sent = await intake(app, "poll-1", "approval", '{"approved":true}');
     expect(sent.status).toBe(202);
@@ -193,7 +194,7 @@ describe("GET /waits/{id}?wait_s= (long-poll)", () => {
   it("answers a cancel from another request while held", async () => {
     const { body: wait } = await openWait(app, "poll-cancel", { signal: "approval" });
     const held = timed(() => getWait(wait.id, "?wait_s=20"));
-    await waitFor("the long-poll to be parked", async () => app.changes.size, { until: (n) => n > 0 });
+    await heldOpen(app);
     expect((await app.api(`/waits/${wait.id}/cancel`, { method: "POST" })).status).toBe(200);
     const { value, ms } = await held;
     expect(value.status).toBe("cancelled");

@@ -84,6 +84,14 @@ export async function lockWaiters(sql: postgres.Sql, n = 1, timeoutMs = 10_000):
 }
 
 /**
+ * Resolves once `n` requests are held open on the app's change feed (a long-poll, a checkpoint, an
+ * event stream registered for its wake-up): from then on a change reaches them by NOTIFY.
+ */
+export async function heldOpen(app: TestApp, n = 1, timeoutMs = 10_000): Promise<void> {
+  await waitFor(`${n} request(s) held open for a change`, () => app.changes.size, { until: (held) => held >= n, timeoutMs });
+}
+
+/**
  * Resolves once no timeout or delivery job is left (pending, retrying or running): from then on
  * nothing can fire or call back any more, so counting callbacks is final. The jobs that always
  * have one pending (the sweep, the retention purge) do not count; `tasks` narrows it to those
