@@ -1,4 +1,5 @@
 import type postgres from "postgres";
+import { vi } from "vitest";
 import { Logger, runOnce, type TaskList } from "graphile-worker";
 import { taskList } from "../../src/worker/tasks.ts";
 import type { TestApp } from "./test-app.ts";
@@ -54,3 +55,19 @@ export async function runDueJobs(app: TestApp): Promise<void> {
 }
 
 const quiet = new Logger(() => () => {});
+
+/**
+ * Runs `fn` with this process's Date moved on by `seconds` (frozen there), then puts it back.
+ * The checks that signalbox makes on the process clock, not the database's (an approval link's
+ * `exp`, a signature's timestamp tolerance), see that much time passed; the app under test runs
+ * in this process, so a link or a signature goes stale without the test sleeping. Timers are
+ * not faked: I/O and waits run as usual.
+ */
+export async function withProcessClockAhead<T>(seconds: number, fn: () => Promise<T>): Promise<T> {
+  vi.useFakeTimers({ toFake: ["Date"], now: Date.now() + seconds * 1000 });
+  try {
+    return await fn();
+  } finally {
+    vi.useRealTimers();
+  }
+}

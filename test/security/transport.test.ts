@@ -269,6 +269,8 @@ describe("a slow or truncated body never reaches the handler as a complete one",
     const before = await snapshot(app);
     await rawExchange(app.baseUrl, [head("POST", "/signals/trunc-1/sw", port, [json(""), ["Content-Length", "500"], ...(Object.entries(signStandard(SW, body)) as Array<[string, string]>)]), body], { timeoutMs: 1500 }).catch(() => null);
     // The connection stays open waiting for the rest; rawExchange gave up (timeout) or the server closed it.
+    // Proving a negative: a bounded window in which a handler fed the truncated body could still
+    // have written something; nothing did.
     await new Promise((r) => setTimeout(r, 200));
     expect(await snapshot(app)).toEqual(before);
   }, 10_000);
