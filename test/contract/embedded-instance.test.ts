@@ -2,7 +2,8 @@ import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { killServices, spawnService, startService, answers200, type ServiceProcess } from "../helpers/service-process.ts";
+import { answers200, killServices, spawnService, startService, type ServiceProcess } from "../helpers/service-process.ts";
+import { waitFor } from "../helpers/wait-for.ts";
 
 // The embedded Postgres belongs to one signalbox process per SIGNALBOX_DATA_DIR. Real processes:
 // `node src/main.ts` without DATABASE_URL, as `npm start` runs it.
@@ -76,7 +77,7 @@ describe("one embedded signalbox per data dir", () => {
     // embedded Postgres is up (migrations next).
     for (const when of [(l: Record<string, unknown>[]) => l.length > 0, (l: Record<string, unknown>[]) => l.some((x) => x.msg === "embedded Postgres started")]) {
       const starting = await spawnService({ SIGNALBOX_DATA_DIR: dataDir });
-      while (!when(starting.logs()) && starting.child.exitCode === null) await new Promise((r) => setTimeout(r, 5));
+      await waitFor("the moment to interrupt the start", () => when(starting.logs()) || !starting.alive(), { intervalMs: 5, timeoutMs: 60_000 });
       starting.child.kill("SIGTERM");
       expect(await starting.exited, starting.output()).toBe(0);
     }
