@@ -19,7 +19,7 @@ export interface ServiceProcess {
   listening: Promise<void>;
   /** Still running (it has not exited). */
   alive(): boolean;
-  /** fetch with the management key; a request still unanswered after `timeoutMs` (default 10 s) is aborted. */
+  /** fetch with the management key; a request still unanswered after `timeoutMs` (default 30 s, above any wait_s a test holds) is aborted. */
   api(p: string, init?: { method?: string; json?: unknown; timeoutMs?: number }): Promise<Response>;
 }
 
@@ -93,7 +93,7 @@ export async function spawnService(env: Record<string, string | undefined>, port
         method: init.method ?? "GET",
         headers: { authorization: `Bearer ${API_KEY}`, ...(init.json !== undefined ? { "content-type": "application/json" } : {}) },
         body: init.json !== undefined ? JSON.stringify(init.json) : undefined,
-        signal: AbortSignal.timeout(init.timeoutMs ?? 10_000),
+        signal: AbortSignal.timeout(init.timeoutMs ?? 30_000),
       }),
   };
 }
