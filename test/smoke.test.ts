@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Webhook } from "standardwebhooks";
 import { startCallbackReceiver } from "./helpers/callback-receiver.ts";
+import { openWait } from "./helpers/http.ts";
 import { CALLBACK_SECRET, startTestApp, type TestApp } from "./helpers/test-app.ts";
 
 let app: TestApp;
@@ -17,7 +18,7 @@ afterAll(async () => {
 describe("the walk-through", () => {
   it("declares a type, opens a wait, sends a signal and delivers a signed callback", async () => {
     expect((await app.api("/signal-types/approval", { method: "PUT", json: { auth: { scheme: "none" } } })).status).toBe(201);
-    const wait: any = await (await app.api("/runs/run-1/waits", { method: "POST", json: { signal: "approval", callback_url: engine.url } })).json();
+    const { body: wait } = await openWait(app, "run-1", { signal: "approval", callback_url: engine.url }, 201);
     expect(wait.status).toBe("waiting");
     const sent = await fetch(`${app.baseUrl}/signals/run-1/approval`, { method: "POST", body: '{"approved":true}' });
     expect(sent.status).toBe(202);

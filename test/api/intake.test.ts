@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Webhook } from "standardwebhooks";
 import { API_KEY, startTestApp, type TestApp } from "../helpers/test-app.ts";
 import { body, declareType, expectProblem, intake, openWait, readAll } from "../helpers/http.ts";
+import { advanceClock } from "../helpers/clock.ts";
 
 const MAX_BODY = 1024;
 const SW_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -86,10 +87,11 @@ describe("outcomes", () => {
   });
 
   it("buffered: a signal is kept only for buffer_ttl_s", async () => {
-    await declareType(app, "short-buffer", { auth: { scheme: "none" }, buffer_ttl_s: 1 });
-    const sent = await intake(app, "buf-ttl", "short-buffer", '{"stale":true}');
-    expect(sent.body!.outcome).toBe("buffered");
-    await new Promise((r) => setTimeout(r, 1_100)); // the one fixed sleep: the TTL itself
+    await declareType(app, "short-buffer", { auth: { scheme: "none" }, buffer_ttl_s: 60 });
+    for (const run of ["buf-ttl-within", "buf-ttl"]) expect((await intake(app, run, "short-buffer", '{"stale":true}')).body!.outcome).toBe("buffered");
+    await advanceClock(app, 59);
+    expect((await openWait(app, "buf-ttl-within", { signal: "short-buffer" })).body.status).toBe("received"); // still kept
+    await advanceClock(app, 2);
     const { body: wait } = await openWait(app, "buf-ttl", { signal: "short-buffer" });
     expect(wait.status).toBe("waiting");
     expect(wait.result).toBeNull();

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Webhook } from "standardwebhooks";
 import { startCallbackReceiver } from "../helpers/callback-receiver.ts";
-import { body, declareType, eventually, expectProblem, intake, openWait } from "../helpers/http.ts";
+import { body, declareType, expectProblem, intake, openWait } from "../helpers/http.ts";
+import { waitFor } from "../helpers/wait-for.ts";
 import { CALLBACK_SECRET, startTestApp, type TestApp } from "../helpers/test-app.ts";
 
 let app: TestApp;
@@ -104,8 +105,8 @@ describe("POST /runs/{run}/cancel", () => {
     expect(twice.status).toBe(200);
     // the first cancel's reason stands, and no second round of callbacks goes out
     expect((await body(twice)).control).toMatchObject({ cancel_reason: "order withdrawn", cancelled_by: "kim" });
-    await eventually(() => body(app.api(`/waits/${a.id}`)), (w) => w.delivery.status === "delivered");
-    await eventually(() => body(app.api(`/waits/${b.id}`)), (w) => w.delivery.status === "delivered");
+    await waitFor("the callback delivered", () => body(app.api(`/waits/${a.id}`)), { until: (w) => w.delivery.status === "delivered" });
+    await waitFor("the callback delivered", () => body(app.api(`/waits/${b.id}`)), { until: (w) => w.delivery.status === "delivered" });
     expect(engine.received.filter((cb) => cb.json.wait.run_id === "cancel-run" && cb.json.type === "signal.cancelled")).toHaveLength(2);
 
     // later signals and waits are refused

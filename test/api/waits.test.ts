@@ -3,7 +3,10 @@ import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Webhook } from "standardwebhooks";
 import { startCallbackReceiver, type ReceivedCallback } from "../helpers/callback-receiver.ts";
-import { body, declareType, eventually, expectProblem, intake, openWait, readAll } from "../helpers/http.ts";
+import { body, declareType, expectProblem, intake, openWait, readAll } from "../helpers/http.ts";
+import { waitFor } from "../helpers/wait-for.ts";
+import { advanceClock } from "../helpers/clock.ts";
+import { heldOpen } from "../helpers/race-gates.ts";
 import { CALLBACK_SECRET, startTestApp, type TestApp } from "../helpers/test-app.ts";
 
 let app: TestApp;
@@ -122,19 +125,22 @@ describe("POST /runs/{run}/waits", () => {
 describe("timeouts", () => {
   it("timeout_s fires: the long-poll answers as soon as it times out and a signed signal.timeout callback arrives", async () => {
     const engine = await receiver();
-    const { body: wait } = await openWait(app, "timeout-1", { signal: "approval", timeout_s: 0.3, callback_url: engine.url });
+    const { body: wait } = await openWait(app, "timeout-1", { signal: "approval", timeout_s: 600, callback_url: engine.url });
     expect(wait.status).toBe("waiting");
-    const { value: after, ms } = await timed(() => getWait(wait.id, "?wait_s=10"));
+    const held = timed(() => getWait(wait.id, "?wait_s=10"));
+    await heldOpen(app);
+    await advanceClock(app, 600);
+    const { value: after, ms } = await held;
     expect(after.status).toBe("timed_out");
     expect(after.resolved_at).toEqual(expect.any(String));
     expect(after.result).toBeNull();
     expect(ms).toBeLessThan(5_000); // as soon as it times out, well before wait_s
-    expect(Date.parse(after.resolved_at)).toBeGreaterThanOrEqual(Date.parse(wait.timeout_at));
+    expect(Date.parse(after.resolved_at)).toBeGreaterThanOrEqual(Date.parse(after.timeout_at)); // the deadline as the clock moved it
 
     const [cb] = await engine.waitFor(1);
     expect(verify(cb!)).toMatchObject({ type: "signal.timeout", wait: { id: wait.id, status: "timed_out" } });
     expect(cb!.json).toEqual({ id: expect.stringMatching(/^ev_/), type: "signal.timeout", occurred_at: expect.any(String), wait: expect.any(Object) });
-    await eventually(() => getWait(wait.id), (w) => w.delivery.status === "delivered");
+    await waitFor("the callback delivered", () => getWait(wait.id), { until: (w) => w.delivery.status === "delivered" });
 
     // A signal after the timeout finds nothing to resolve.
     const late = await intake(app, "timeout-1", "approval", "{}");
@@ -174,7 +180,7 @@ describe("GET /waits/{id}?wait_s= (long-poll)", () => {
   it("answers as soon as a signal arrives from another request while it is held", async () => {
     const { body: wait } = await openWait(app, "poll-1", { signal: "approval" });
     const held = timed(() => getWait(wait.id, "?wait_s=20"));
-    await eventually(async () => app.changes.size, (n) => n > 0); // the long-poll is parked
+    await heldOpen(app); // the long-poll is parked
     const sentAt = performance.now();
     const sent = await intake(app, "poll-1", "approval", '{"approved":true}');
     expect(sent.status).toBe(202);
@@ -188,7 +194,7 @@ describe("GET /waits/{id}?wait_s= (long-poll)", () => {
   it("answers a cancel from another request while held", async () => {
     const { body: wait } = await openWait(app, "poll-cancel", { signal: "approval" });
     const held = timed(() => getWait(wait.id, "?wait_s=20"));
-    await eventually(async () => app.changes.size, (n) => n > 0);
+    await heldOpen(app);
     expect((await app.api(`/waits/${wait.id}/cancel`, { method: "POST" })).status).toBe(200);
     const { value, ms } = await held;
     expect(value.status).toBe("cancelled");
@@ -264,7 +270,7 @@ describe("resume delivery and POST /waits/{id}/redeliver", () => {
     const { body: wait } = await openWait(app, "deliver-400", { signal: "approval", callback_url: engine.url });
     expect((await intake(app, "deliver-400", "approval", '{"approved":true}')).status).toBe(202);
     const [first] = await engine.waitFor(1);
-    const failed = await eventually(() => getWait(wait.id), (w) => w.delivery.status !== "pending");
+    const failed = await waitFor("the delivery to end", () => getWait(wait.id), { until: (w) => w.delivery.status !== "pending" });
     expect(failed.delivery).toEqual({ status: "failed", attempts: 1, last_error: expect.stringContaining("400") });
     expect(engine.received).toHaveLength(1); // permanent: no retry
 
@@ -275,7 +281,7 @@ describe("resume delivery and POST /waits/{id}/redeliver", () => {
     const [, second] = await engine.waitFor(2);
     expect(second!.headers["webhook-id"]).toBe(first!.headers["webhook-id"]);
     expect(verify(second!)).toMatchObject({ type: "signal.received", wait: { id: wait.id, status: "received", result: { payload: { approved: true } } } });
-    const delivered = await eventually(() => getWait(wait.id), (w) => w.delivery.status === "delivered");
+    const delivered = await waitFor("the callback delivered", () => getWait(wait.id), { until: (w) => w.delivery.status === "delivered" });
     // Attempts go on counting across a redelivery (GET /waits/{id}/deliveries lists both).
     expect(delivered.delivery).toEqual({ status: "delivered", attempts: 2, last_error: null });
   });
@@ -288,7 +294,7 @@ describe("resume delivery and POST /waits/{id}/redeliver", () => {
     const url = `http://127.0.0.1:${(redirecting.address() as AddressInfo).port}/resume`;
     const { body: wait } = await openWait(app, "deliver-302", { signal: "approval", callback_url: url });
     await intake(app, "deliver-302", "approval", "{}");
-    const failed = await eventually(() => getWait(wait.id), (w) => w.delivery.status !== "pending");
+    const failed = await waitFor("the delivery to end", () => getWait(wait.id), { until: (w) => w.delivery.status !== "pending" });
     expect(failed.delivery).toEqual({ status: "failed", attempts: 1, last_error: "HTTP 302" });
     expect(elsewhere.received).toHaveLength(0);
   });
@@ -299,7 +305,7 @@ describe("resume delivery and POST /waits/{id}/redeliver", () => {
     await closed.close(); // nothing listens there any more
     const { body: wait } = await openWait(app, "deliver-refused", { signal: "approval", callback_url: url });
     await intake(app, "deliver-refused", "approval", "{}");
-    const failed = await eventually(() => getWait(wait.id), (w) => w.delivery.status === "failed", 20_000);
+    const failed = await waitFor("the delivery to fail", () => getWait(wait.id), { until: (w) => w.delivery.status === "failed", timeoutMs: 20_000 });
     expect(failed.delivery).toEqual({ status: "failed", attempts: 3, last_error: "request failed: ECONNREFUSED" });
   });
 
@@ -309,7 +315,7 @@ describe("resume delivery and POST /waits/{id}/redeliver", () => {
     const { body: wait } = await openWait(app, "deliver-503", { signal: "approval", callback_url: engine.url });
     await intake(app, "deliver-503", "approval", "{}");
     await engine.waitFor(3);
-    const failed = await eventually(() => getWait(wait.id), (w) => w.delivery.status === "failed");
+    const failed = await waitFor("the delivery to fail", () => getWait(wait.id), { until: (w) => w.delivery.status === "failed" });
     expect(failed.delivery).toEqual({ status: "failed", attempts: 3, last_error: expect.stringContaining("503") });
     const ids = new Set(engine.received.map((cb) => cb.headers["webhook-id"]));
     expect(ids.size).toBe(1);
@@ -320,7 +326,7 @@ describe("resume delivery and POST /waits/{id}/redeliver", () => {
     expect((await app.api(`/waits/${wait.id}/redeliver`, { method: "POST" })).status).toBe(202);
     const all = await engine.waitFor(4);
     expect(all[3]!.headers["webhook-id"]).toBe(all[0]!.headers["webhook-id"]);
-    const delivered = await eventually(() => getWait(wait.id), (w) => w.delivery.status === "delivered");
+    const delivered = await waitFor("the callback delivered", () => getWait(wait.id), { until: (w) => w.delivery.status === "delivered" });
     expect(delivered.delivery.attempts).toBe(4); // the redelivery's attempt is the fourth
   });
 

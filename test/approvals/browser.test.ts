@@ -1,6 +1,7 @@
 import fs from "node:fs";
 import { chromium, type Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openWait } from "../helpers/http.ts";
 import { settledWait } from "../helpers/race-gates.ts";
 import { startTestApp, type TestApp } from "../helpers/test-app.ts";
 
@@ -31,8 +32,7 @@ afterAll(async () => {
 
 describe("an approval link in a browser", () => {
   it.skipIf(!hasChromium)("open, comment, press the button: the result page shows and the wait is received with the comment", async () => {
-    const open = await app.api("/runs/browser-1/waits", { method: "POST", json: { signal: "approval" } });
-    const wait = (await open.json()) as { id: string };
+    const { body: wait } = await openWait(app, "browser-1", { signal: "approval" }, 201);
     const made = await app.api(`/waits/${wait.id}/links`, { method: "POST", json: { responder: "kim@example.com" } });
     const { links } = (await made.json()) as { links: Record<string, string> };
 

@@ -1,6 +1,7 @@
 import { decodeProtectedHeader, SignJWT } from "jose";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { expectProblem, rawRequest } from "../helpers/http.ts";
+import { advanceClock, withProcessClockAhead } from "../helpers/clock.ts";
+import { expectProblem, openWait as open, rawRequest } from "../helpers/http.ts";
 import { checkPageBasics, findAll, textOf } from "../helpers/html-check.ts";
 import { holdAt, releaseAllGates, settledWait } from "../helpers/race-gates.ts";
 import { LINK_KEYS, startTestApp, type TestApp } from "../helpers/test-app.ts";
@@ -32,10 +33,8 @@ async function declare(on: TestApp, name: string, body: Record<string, unknown>)
   expect([200, 201], await res.clone().text()).toContain(res.status);
 }
 
-async function openWait(run: string, body: Record<string, unknown>, on = app): Promise<any> {
-  const res = await on.api(`/runs/${run}/waits`, { method: "POST", json: body });
-  expect(res.status, await res.clone().text()).toBe(201);
-  return res.json();
+async function openWait(run: string, spec: Record<string, unknown>, on = app): Promise<any> {
+  return (await open(on, run, spec, 201)).body;
 }
 
 async function makeLinks(waitId: string, body: Record<string, unknown> = { responder: "kim@example.com" }, on = app): Promise<{ links: Record<string, string>; expires_at: string }> {
@@ -238,19 +237,22 @@ describe("a link works once", () => {
 describe("a link expires", () => {
   it("after ttl_s: GET and POST are 410 pages and the wait stays waiting", async () => {
     const wait = await openWait("expire-1", { signal: "approval" });
-    const { links, expires_at } = await makeLinks(wait.id, { ttl_s: 1, responder: "kim" });
-    await new Promise((r) => setTimeout(r, Math.max(0, Date.parse(expires_at) - Date.now()) + 50));
-    expect((await page(await visit(links.approve!), 410)).h1).toMatch(/expired/);
-    expect((await page(await answer(links.approve!), 410)).h1).toMatch(/expired/);
+    const { links } = await makeLinks(wait.id, { ttl_s: 60, responder: "kim" });
+    await withProcessClockAhead(59, async () => {
+      expect((await page(await visit(links.approve!), 200)).h1).not.toMatch(/expired/); // a second before: still good
+    });
+    await withProcessClockAhead(61, async () => {
+      expect((await page(await visit(links.approve!), 410)).h1).toMatch(/expired/);
+      expect((await page(await answer(links.approve!), 410)).h1).toMatch(/expired/);
+    });
     expect((await waitOf(wait.id)).status).toBe("waiting");
     expect(await signalsOf("expire-1")).toEqual([]);
   });
 
   it("answers problem+json to a client that asks for JSON", async () => {
     const wait = await openWait("expire-2", { signal: "approval" });
-    const { links, expires_at } = await makeLinks(wait.id, { ttl_s: 1, responder: "kim" });
-    await new Promise((r) => setTimeout(r, Math.max(0, Date.parse(expires_at) - Date.now()) + 50));
-    const problem = await expectProblem(await answer(links.approve!, undefined, { accept: "application/json" }), 410);
+    const { links } = await makeLinks(wait.id, { ttl_s: 60, responder: "kim" });
+    const problem = await withProcessClockAhead(61, async () => expectProblem(await answer(links.approve!, undefined, { accept: "application/json" }), 410));
     expect(problem.type).toBe("https://signalbox.dev/problems/link-expired");
   });
 });
@@ -348,11 +350,15 @@ describe("a link answers only the wait it was made for", () => {
   });
 
   it("a link of a wait with a deadline expires with it", async () => {
-    const wait = await openWait("settled-2", { signal: "approval", timeout_s: 2 }); // whole seconds: at least 1 s of link
+    const wait = await openWait("settled-2", { signal: "approval", timeout_s: 60 });
     const { links, expires_at } = await makeLinks(wait.id, { responder: "kim", ttl_s: 3600 });
     expect(Date.parse(expires_at)).toBeLessThanOrEqual(Date.parse(wait.timeout_at));
+    // A minute passes on both clocks: the database's (the wait times out) and the process's (the link's exp).
+    await advanceClock(app, 60);
     expect((await settledWait(app, wait.id)).status).toBe("timed_out");
-    expect((await page(await answer(links.approve!), 410)).h1).toMatch(/expired/);
+    await withProcessClockAhead(60, async () => {
+      expect((await page(await answer(links.approve!), 410)).h1).toMatch(/expired/);
+    });
   });
 });
 

@@ -1,20 +1,23 @@
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startCallbackReceiver, type ReceivedCallback } from "../helpers/callback-receiver.ts";
-import { drainJobs } from "../helpers/race-gates.ts";
+import { advanceClock, runDueJobs } from "../helpers/clock.ts";
+import { openWait as open } from "../helpers/http.ts";
 import { CALLBACK_SECRET, startTestApp, type TestApp } from "../helpers/test-app.ts";
 
 // notify_url (API.md): a signed `signal.waiting` event when a wait opens, `signal.reminder`
 // reminders_s before its deadline, nothing once the wait has left waiting, retried like callbacks.
+// The app runs without its worker: the test runs the due jobs itself (runDueJobs) and moves the
+// deadlines' clock (advanceClock), so what is sent, and when, is decided by the test alone.
 
 type Receiver = Awaited<ReturnType<typeof startCallbackReceiver>>;
 
 let app: TestApp;
 let inbox: Receiver;
 beforeAll(async () => {
-  app = await startTestApp();
+  app = await startTestApp({ worker: false });
   inbox = await startCallbackReceiver();
-  await declare("needs-review", { auth: { scheme: "none" }, notify_url: inbox.url, reminders_s: [1, 10] });
+  await declare("needs-review", { auth: { scheme: "none" }, notify_url: inbox.url, reminders_s: [60, 7200] });
   await declare("silent", { auth: { scheme: "none" } });
 });
 afterAll(async () => {
@@ -27,10 +30,8 @@ async function declare(name: string, body: Record<string, unknown>) {
   expect([200, 201], await res.clone().text()).toContain(res.status);
 }
 
-async function openWait(run: string, body: Record<string, unknown>): Promise<{ id: string; created_at: string; timeout_at: string | null }> {
-  const res = await app.api(`/runs/${run}/waits`, { method: "POST", json: body });
-  expect(res.status, await res.clone().text()).toBe(201);
-  return res.json() as Promise<{ id: string; created_at: string; timeout_at: string | null }>;
+async function openWait(run: string, spec: Record<string, unknown>): Promise<{ id: string; created_at: string; timeout_at: string | null }> {
+  return (await open(app, run, spec, 201)).body;
 }
 
 /** Verified with the standardwebhooks library and the engine's copy of the secret. */
@@ -41,13 +42,6 @@ function verified(cb: ReceivedCallback) {
 
 const about = (r: Receiver, waitId: string, type?: string) => r.received.filter((cb) => cb.json.wait.id === waitId && (!type || cb.json.type === type));
 
-async function until(check: () => boolean, timeoutMs = 10_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error("timed out");
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 const notificationRows = (waitId: string) =>
   app.database.sql<{ type: string; status: string; attempts: number; last_error: string | null }[]>`
@@ -56,8 +50,9 @@ const notificationRows = (waitId: string) =>
 describe("notify_url", () => {
   it("hears a signed signal.waiting event when a wait opens", async () => {
     const wait = await openWait("notify-1", { signal: "needs-review", metadata: { assignee: "kim" } });
-    await until(() => about(inbox, wait.id).length >= 1);
+    await runDueJobs(app);
     const [cb] = about(inbox, wait.id);
+    expect(about(inbox, wait.id)).toHaveLength(1);
     const event = verified(cb!);
     expect(event).toMatchObject({ type: "signal.waiting", wait: { id: wait.id, status: "waiting", signal: "needs-review", metadata: { assignee: "kim" } } });
     expect(cb!.headers["webhook-id"]).toBe(event.id);
@@ -69,7 +64,7 @@ describe("notify_url", () => {
   it("never tells the notify_url receiver the callback URL's credentials, query or fragment", async () => {
     const secretUrl = "https://engine:hunter2@engine.example/resume/run-7?token=s3cr3t#frag";
     const wait = await openWait("notify-creds", { signal: "needs-review", callback_url: secretUrl });
-    await until(() => about(inbox, wait.id, "signal.waiting").length >= 1);
+    await runDueJobs(app);
     const [cb] = about(inbox, wait.id, "signal.waiting");
     expect(verified(cb!).wait).toMatchObject({ callback_url: "https://engine.example/resume/run-7" });
     expect(cb!.body).not.toMatch(/hunter2|s3cr3t|frag|engine:/);
@@ -77,36 +72,37 @@ describe("notify_url", () => {
 
   it("a type without notify_url notifies nobody", async () => {
     const wait = await openWait("notify-2", { signal: "silent" });
-    await drainJobs(app);
+    await runDueJobs(app);
     expect(await notificationRows(wait.id)).toEqual([]); // rows and their jobs are made with the wait, or never
   });
 
-  it("sends signal.reminder reminders_s before the deadline (1 s before a 1.5 s timeout: about 0.5 s after opening)", async () => {
-    const started = performance.now();
-    const wait = await openWait("remind-1", { signal: "needs-review", timeout_s: 1.5 });
-    await until(() => about(inbox, wait.id, "signal.reminder").length >= 1, 5000);
+  it("sends signal.reminder reminders_s before the deadline, and no reminder already past at opening", async () => {
+    // A one-hour timeout: the 60 s reminder falls due 3540 s after opening, the 7200 s one never.
+    const wait = await openWait("remind-1", { signal: "needs-review", timeout_s: 3600 });
+    await runDueJobs(app);
+    expect(about(inbox, wait.id).map((cb) => cb.json.type)).toEqual(["signal.waiting"]);
+    await advanceClock(app, 3500);
+    await runDueJobs(app);
+    expect(about(inbox, wait.id, "signal.reminder")).toEqual([]); // 40 s before the reminder: not yet
+    await advanceClock(app, 50);
+    await runDueJobs(app);
     const [reminder] = about(inbox, wait.id, "signal.reminder");
-    const afterS = (reminder!.at - started) / 1000;
-    expect(afterS).toBeGreaterThanOrEqual(0.45);
-    expect(afterS).toBeLessThan(1.3);
     const event = verified(reminder!);
     expect(event.wait).toMatchObject({ id: wait.id, status: "waiting" });
-    // occurred_at is when the reminder fell due, not when the wait opened.
-    expect(Date.parse(event.occurred_at)).toBeGreaterThanOrEqual(Date.parse(wait.timeout_at!) - 1000 - 5);
-    // The 10 s reminder was already past at opening: never sent. Nothing but waiting + one reminder.
-    await drainJobs(app);
+    // occurred_at is when the reminder fell due (60 s before the deadline), not when the wait opened.
+    const { timeout_at } = (await (await app.api(`/waits/${wait.id}`)).json()) as { timeout_at: string };
+    expect(Date.parse(event.occurred_at)).toBe(Date.parse(timeout_at) - 60_000);
+    // Nothing but waiting + one reminder.
     expect(about(inbox, wait.id).map((cb) => cb.json.type).sort()).toEqual(["signal.reminder", "signal.waiting"]);
     expect(about(inbox, wait.id, "signal.waiting")[0]!.headers["webhook-id"]).not.toBe(reminder!.headers["webhook-id"]);
   });
 
   it("sends no reminder once the wait has been resolved", async () => {
-    const started = performance.now();
-    const wait = await openWait("remind-2", { signal: "needs-review", timeout_s: 1.5 });
+    const wait = await openWait("remind-2", { signal: "needs-review", timeout_s: 3600 });
     const sent = await fetch(`${app.baseUrl}/signals/remind-2/needs-review`, { method: "POST", body: JSON.stringify({ ok: true }) });
     expect(sent.status).toBe(202);
-    // Past the reminder's time (0.5 s), with room for the poll interval.
-    await new Promise((r) => setTimeout(r, Math.max(0, 1200 - (performance.now() - started))));
-    await drainJobs(app);
+    await advanceClock(app, 3550); // past the reminder's time
+    await runDueJobs(app);
     expect(about(inbox, wait.id, "signal.reminder")).toEqual([]);
     const rows = await notificationRows(wait.id);
     expect(rows.find((r) => r.type === "signal.reminder")?.status).toBe("skipped");
@@ -117,12 +113,16 @@ describe("notify_url", () => {
     try {
       await declare("flaky-review", { auth: { scheme: "none" }, notify_url: flaky.url });
       const wait = await openWait("retry-1", { signal: "flaky-review" });
-      const [first, second] = await flaky.waitFor(2);
+      await runDueJobs(app);
+      expect(flaky.received).toHaveLength(1); // the retry waits for its backoff
+      expect(await notificationRows(wait.id)).toEqual([{ type: "signal.waiting", status: "pending", attempts: 1, last_error: "HTTP 503" }]);
+      await advanceClock(app, 1);
+      await runDueJobs(app);
+      const [first, second] = flaky.received;
       expect(verified(first!).type).toBe("signal.waiting");
       expect(verified(second!).type).toBe("signal.waiting");
       expect(second!.headers["webhook-id"]).toBe(first!.headers["webhook-id"]);
       expect(second!.body).toBe(first!.body); // the same event, again
-      await drainJobs(app);
       expect(flaky.received).toHaveLength(2);
       expect(await notificationRows(wait.id)).toEqual([{ type: "signal.waiting", status: "delivered", attempts: 2, last_error: null }]);
     } finally {
@@ -135,8 +135,9 @@ describe("notify_url", () => {
     try {
       await declare("gone-review", { auth: { scheme: "none" }, notify_url: gone.url });
       const wait = await openWait("retry-2", { signal: "gone-review" });
-      await gone.waitFor(1);
-      await drainJobs(app);
+      await runDueJobs(app);
+      await advanceClock(app, 3600); // no retry comes, however long one waits
+      await runDueJobs(app);
       expect(gone.received).toHaveLength(1);
       expect(await notificationRows(wait.id)).toEqual([{ type: "signal.waiting", status: "failed", attempts: 1, last_error: "HTTP 410" }]);
     } finally {

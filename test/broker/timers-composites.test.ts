@@ -3,7 +3,10 @@ import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { nextCronTime } from "../../src/waits/kinds/timer-spec.ts";
 import { startCallbackReceiver } from "../helpers/callback-receiver.ts";
-import { expectProblem } from "../helpers/http.ts";
+import { advanceClock } from "../helpers/clock.ts";
+import { expectProblem, openWait } from "../helpers/http.ts";
+import { drainJobs } from "../helpers/race-gates.ts";
+import { waitFor } from "../helpers/wait-for.ts";
 import { startTestApp, type TestApp } from "../helpers/test-app.ts";
 
 let app: TestApp;
@@ -21,22 +24,22 @@ afterAll(async () => {
   await engine.close();
 });
 
-const open = async (run: string, body: unknown) => {
-  const res = await app.api(`/runs/${run}/waits`, { method: "POST", json: body });
-  return { status: res.status, body: (await res.json()) as any };
-};
+const open = (run: string, spec: Record<string, unknown>) => openWait(app, run, spec);
 const settle = async (id: string, waitS = 10) => (await (await app.api(`/waits/${id}?wait_s=${waitS}`)).json()) as any;
 const send = (run: string, signal: string, payload: unknown) =>
   fetch(`${app.baseUrl}/signals/${run}/${signal}`, { method: "POST", body: JSON.stringify(payload) }).then(async (r) => ({ status: r.status, body: (await r.json()) as any }));
 
 describe("timer waits", () => {
   it("a delay_s timer is received with {fired_at} and shows fires_at; the callback says signal.received", async () => {
-    const { status, body } = await open("timer-1", { signal: "nap", timer: { delay_s: 0.3 }, callback_url: engine.url });
+    const { status, body } = await open("timer-1", { signal: "nap", timer: { delay_s: 60 }, callback_url: engine.url });
     expect(status).toBe(201);
     expect(body).toMatchObject({ kind: "timer", status: "waiting", fires_at: expect.any(String) });
+    await advanceClock(app, 59);
+    expect((await settle(body.id, 0)).status).toBe("waiting"); // a second early: not yet
+    await advanceClock(app, 1);
     const done = await settle(body.id);
     expect(done.status).toBe("received");
-    expect(Date.parse(done.result.payload.fired_at)).toBeGreaterThanOrEqual(Date.parse(body.fires_at));
+    expect(Date.parse(done.result.payload.fired_at)).toBeGreaterThanOrEqual(Date.parse(done.fires_at));
     expect(done.result.sequence).toBe(1);
     const cbs = await engine.waitFor(1);
     expect(cbs.find((c) => c.json.wait.id === body.id)?.json.type).toBe("signal.received");
@@ -96,7 +99,8 @@ describe("composite waits", () => {
 
   it("a member timing out times out an `all`; a buffered signal settles a member at once", async () => {
     await send("comp-3", "approval", { early: true }); // buffered before the wait exists
-    const { body } = await open("comp-3", { signal: "both", all: [{ signal: "approval" }, { signal: "payment", timeout_s: 0.2 }] });
+    const { body } = await open("comp-3", { signal: "both", all: [{ signal: "approval" }, { signal: "payment", timeout_s: 60 }] });
+    await advanceClock(app, 60);
     const done = await settle(body.id);
     expect(done.status).toBe("timed_out");
   });
@@ -112,7 +116,9 @@ describe("composite waits", () => {
       expect(events.filter((e: any) => e.wait_id === body.id && e.type === "signal.received")).toHaveLength(1);
     }
     await engine.waitFor(10);
-    await new Promise((r) => setTimeout(r, 300));
+    // No delivery left pending or running: no further callback can come (the cancelled `nap`
+    // member of comp-2 leaves a timer job an hour off, which calls nobody).
+    await drainJobs(app, { tasks: ["deliver_callback"] });
     const parents = engine.received.filter((c) => String(c.json.wait.run_id).startsWith("comp-race-"));
     expect(parents).toHaveLength(10);
   });
@@ -178,20 +184,29 @@ describe("sensor waits", () => {
   it("polls until the pointer equals the value; that response is the payload", async () => {
     hits = 0;
     const { body } = await open("s-1", { signal: "fresh", sensor: { url: `${base}/ready-after-2`, pointer: "/ready", equals: true, interval_s: 1, max_polls: 10 } });
-    const done = await settle(body.id, 15);
+    // Each poll sets the next one interval_s later: moving the clock on brings it due at once.
+    const done = await waitFor("the sensor's third poll to receive the wait", async () => {
+      await advanceClock(app, 1);
+      return settle(body.id, 0);
+    }, { until: (w) => w.status !== "waiting" });
     expect(done.status).toBe("received");
     expect(done.result.payload.ready).toBe(true);
-  }, 20_000);
+    expect(hits).toBe(3);
+  });
 
   it("an erroring, hanging or huge-bodied sensor is a miss, never a crash; max_polls misses time the wait out", async () => {
     const err = await open("s-2", { signal: "err", sensor: { url: `${base}/error`, interval_s: 1, max_polls: 2 } });
     const huge = await open("s-2", { signal: "huge", sensor: { url: `${base}/huge`, interval_s: 1, max_polls: 1 } });
     const slow = await open("s-2", { signal: "slow", sensor: { url: `${base}/slow`, interval_s: 1, max_polls: 1 } });
     const down = await open("s-2", { signal: "down", sensor: { url: "http://127.0.0.1:9/", interval_s: 1, max_polls: 1 } });
-    for (const w of [err, huge, slow, down]) expect((await settle(w.body.id, 15)).status).toBe("timed_out");
+    const settled = await waitFor("every sensor to run out of polls", async () => {
+      await advanceClock(app, 1);
+      return Promise.all([err, huge, slow, down].map((w) => settle(w.body.id, 0)));
+    }, { until: (ws) => ws.every((w) => w.status !== "waiting"), timeoutMs: 15_000 });
+    for (const w of settled) expect(w.status).toBe("timed_out");
     const events = ((await (await app.api("/runs/s-2/events?limit=500")).json()) as any).items.filter((e: any) => e.type === "signal.timeout");
     expect(events.map((e: any) => e.data.last).sort()).toEqual(["HTTP 500", "response larger than 262144 bytes", "timed out", expect.stringMatching(/^request failed/)].sort());
-  }, 20_000);
+  });
 
   it("refuses link-local (metadata) targets", async () => {
     await expectProblem(await app.api("/runs/s-3/waits", { method: "POST", json: { signal: "meta", sensor: { url: "http://169.254.169.254/latest/meta-data" } } }), 400);

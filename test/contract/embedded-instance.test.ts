@@ -2,7 +2,8 @@ import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { killServices, spawnService, startService, until200, type ServiceProcess } from "../helpers/service-process.ts";
+import { answers200, killServices, spawnService, startService, type ServiceProcess } from "../helpers/service-process.ts";
+import { waitFor } from "../helpers/wait-for.ts";
 
 // The embedded Postgres belongs to one signalbox process per SIGNALBOX_DATA_DIR. Real processes:
 // `node src/main.ts` without DATABASE_URL, as `npm start` runs it.
@@ -41,7 +42,7 @@ describe("one embedded signalbox per data dir", () => {
   it("a second start exits with one line naming the holder and never touches the running one; after a SIGKILL the next start takes over", async () => {
     const dataDir = await openDataDir();
     const first = await startService({ SIGNALBOX_DATA_DIR: dataDir });
-    await until200(first, "/readyz");
+    await answers200(first, "/readyz");
     const postmaster = postmasterPid(first);
     expect(postmaster).toBeGreaterThan(0);
 
@@ -61,7 +62,7 @@ describe("one embedded signalbox per data dir", () => {
     await first.exited;
     expect(alive(postmaster)).toBe(true);
     const third = await startService({ SIGNALBOX_DATA_DIR: dataDir });
-    await until200(third, "/readyz");
+    await answers200(third, "/readyz");
     expect(third.output()).toContain("stopping the embedded Postgres left running by a signalbox process that died");
     expect(alive(postmaster)).toBe(false);
     expect((await third.api("/signal-types/approval")).status).toBe(200); // the data survived
@@ -76,12 +77,12 @@ describe("one embedded signalbox per data dir", () => {
     // embedded Postgres is up (migrations next).
     for (const when of [(l: Record<string, unknown>[]) => l.length > 0, (l: Record<string, unknown>[]) => l.some((x) => x.msg === "embedded Postgres started")]) {
       const starting = await spawnService({ SIGNALBOX_DATA_DIR: dataDir });
-      while (!when(starting.logs()) && starting.child.exitCode === null) await new Promise((r) => setTimeout(r, 5));
+      await waitFor("the moment to interrupt the start", () => when(starting.logs()) || !starting.alive(), { intervalMs: 5, timeoutMs: 60_000 });
       starting.child.kill("SIGTERM");
       expect(await starting.exited, starting.output()).toBe(0);
     }
     const next = await startService({ SIGNALBOX_DATA_DIR: dataDir });
-    await until200(next, "/readyz");
+    await answers200(next, "/readyz");
     await stop(next);
   }, 90_000);
 
@@ -91,7 +92,7 @@ describe("one embedded signalbox per data dir", () => {
     // This very test runner's pid, alive, but not the process that wrote the lock (another start time).
     await fs.writeFile(path.join(dataDir, "signalbox.lock.7"), JSON.stringify({ pid: process.pid, started: "an earlier boot", since: "2020-01-01T00:00:00Z" }));
     const svc = await startService({ SIGNALBOX_DATA_DIR: dataDir });
-    await until200(svc, "/readyz");
+    await answers200(svc, "/readyz");
     expect(await fs.readdir(dataDir)).toContain("signalbox.lock.8");
     expect(await fs.readdir(dataDir)).not.toContain("signalbox.lock.7");
     await stop(svc);
@@ -104,7 +105,7 @@ describe.runIf(process.getuid?.() === 0)("as root, with the data dir under a pri
     dirs.push(home);
     const dataDir = path.join(home, "data");
     const first = await startService({ SIGNALBOX_DATA_DIR: dataDir });
-    await until200(first, "/readyz");
+    await answers200(first, "/readyz");
     const moved = first.logs().filter((l) => String(l.msg).includes("the embedded Postgres data lives in /var/lib/signalbox/data/"));
     expect(moved).toHaveLength(1);
     const target = await fs.realpath(path.join(dataDir, "pg"));
@@ -114,7 +115,7 @@ describe.runIf(process.getuid?.() === 0)("as root, with the data dir under a pri
     await stop(first);
 
     const again = await startService({ SIGNALBOX_DATA_DIR: dataDir });
-    await until200(again, "/readyz");
+    await answers200(again, "/readyz");
     expect((await again.api("/signal-types/approval")).status).toBe(200);
     expect(again.output()).not.toContain("creating embedded Postgres cluster");
     await stop(again);

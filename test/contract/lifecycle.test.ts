@@ -1,10 +1,11 @@
-import { spawn, type ChildProcess } from "node:child_process";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import postgres from "postgres";
 import { afterAll, describe, expect, it } from "vitest";
-import { freePort } from "../../src/core/free-port.ts";
+import { openWait } from "../helpers/http.ts";
+import { killServices, startService } from "../helpers/service-process.ts";
 import { API_KEY, createTestDatabase, startTestApp } from "../helpers/test-app.ts";
+import { waitFor } from "../helpers/wait-for.ts";
 
 const auth = { authorization: `Bearer ${API_KEY}` };
 
@@ -47,35 +48,20 @@ describe("/readyz", () => {
 });
 
 describe("SIGTERM", () => {
-  const children: ChildProcess[] = [];
-  afterAll(() => children.forEach((c) => c.kill("SIGKILL")));
+  afterAll(() => killServices());
 
-  async function start(databaseUrl: string) {
-    const port = await freePort();
-    const child = spawn(process.execPath, ["src/main.ts"], {
-      env: { ...process.env, DATABASE_URL: databaseUrl, PORT: String(port), SIGNALBOX_API_KEYS: API_KEY, LOG_LEVEL: "info", SIGNALBOX_DATA_DIR: ".test-pg/lifecycle" },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    children.push(child);
-    let output = "";
-    child.stdout!.on("data", (d: Buffer) => (output += d.toString()));
-    child.stderr!.on("data", (d: Buffer) => (output += d.toString()));
-    const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
-    const deadline = Date.now() + 30_000;
-    while (!output.includes("signalbox listening")) {
-      if (Date.now() > deadline) throw new Error(`did not start:\n${output}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    return { child, base: `http://127.0.0.1:${port}`, exited, output: () => output };
-  }
+  // The embedded data dir is named so a start without DATABASE_URL could never reach the shared one.
+  const start = (databaseUrl: string) => startService({ DATABASE_URL: databaseUrl, SIGNALBOX_DATA_DIR: ".test-pg/lifecycle" });
 
   it("answers a held long-poll with the current state, stops, and exits 0 within 10 s", async () => {
     const db = await createTestDatabase();
     try {
       const svc = await start(db.url);
-      await fetch(`${svc.base}/signal-types/approval`, { method: "PUT", headers: { ...auth, "content-type": "application/json" }, body: JSON.stringify({ auth: { scheme: "none" } }) });
-      const wait = (await (await fetch(`${svc.base}/runs/r/waits`, { method: "POST", headers: { ...auth, "content-type": "application/json" }, body: '{"signal":"approval"}' })).json()) as { id: string };
-      const held = fetch(`${svc.base}/waits/${wait.id}?wait_s=60`, { headers: auth }).then(async (r) => ({ status: r.status, body: (await r.json()) as { status: string } }));
+      expect((await svc.api("/signal-types/approval", { method: "PUT", json: { auth: { scheme: "none" } } })).status).toBe(201);
+      const { body: wait } = await openWait(svc, "r", { signal: "approval" }, 201);
+      const held = fetch(`${svc.baseUrl}/waits/${wait.id}?wait_s=60`, { headers: auth }).then(async (r) => ({ status: r.status, body: (await r.json()) as { status: string } }));
+      // The one sleep here: nothing outside the process shows that a long-poll is held (no gauge of
+      // held requests on /metrics), so give the request time to reach the server and park.
       await new Promise((r) => setTimeout(r, 300));
       const sent = Date.now();
       svc.child.kill("SIGTERM");
@@ -93,16 +79,16 @@ describe("SIGTERM", () => {
     try {
       const svc = await start(db.url);
       // A job in flight keeps the graceful stop busy (it waits for running jobs).
-      const hang = createServer(() => {});
+      let deliveries = 0;
+      const hang = createServer(() => void deliveries++);
       await new Promise<void>((r) => hang.listen(0, "127.0.0.1", r));
       const hook = `http://127.0.0.1:${(hang.address() as AddressInfo).port}/`;
-      const json = { ...auth, "content-type": "application/json" };
-      await fetch(`${svc.base}/signal-types/approval`, { method: "PUT", headers: json, body: JSON.stringify({ auth: { scheme: "none" } }) });
-      await fetch(`${svc.base}/runs/r/waits`, { method: "POST", headers: json, body: JSON.stringify({ signal: "approval", callback_url: hook }) });
-      await fetch(`${svc.base}/signals/r/approval`, { method: "POST", body: "{}" });
-      await new Promise((r) => setTimeout(r, 500)); // the delivery is now waiting on the hung engine
+      expect((await svc.api("/signal-types/approval", { method: "PUT", json: { auth: { scheme: "none" } } })).status).toBe(201);
+      await openWait(svc, "r", { signal: "approval", callback_url: hook }, 201);
+      expect((await fetch(`${svc.baseUrl}/signals/r/approval`, { method: "POST", body: "{}" })).status).toBe(202);
+      await waitFor("the delivery to reach the hung engine", () => deliveries > 0);
       svc.child.kill("SIGTERM");
-      while (!svc.output().includes("shutting down")) await new Promise((r) => setTimeout(r, 10));
+      await waitFor("the log line \"shutting down\"", () => svc.output().includes("shutting down"));
       svc.child.kill("SIGTERM");
       expect(await svc.exited).toBe(1);
       hang.closeAllConnections();

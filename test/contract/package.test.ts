@@ -5,6 +5,7 @@ import path from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { API_KEY, createTestDatabase } from "../helpers/test-app.ts";
+import { waitFor } from "../helpers/wait-for.ts";
 import { freePort } from "../../src/core/free-port.ts";
 
 /**
@@ -57,16 +58,15 @@ function start(env: Record<string, string>) {
 }
 
 async function waitFor200(url: string, exited: Promise<unknown>, output: () => string, timeoutMs = 30_000): Promise<Response> {
-  const deadline = Date.now() + timeoutMs;
   let gone = false;
   void exited.then(() => (gone = true));
-  for (;;) {
-    if (gone) throw new Error(`signalbox exited before ${url} answered:\n${output()}`);
-    const res = await fetch(url).catch(() => undefined);
-    if (res?.status === 200) return res;
-    if (Date.now() > deadline) throw new Error(`${url} did not answer 200 within ${timeoutMs} ms (last: ${res?.status}):\n${output()}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  const res = await waitFor(`${url} to answer 200`, () => fetch(url).catch(() => undefined), {
+    until: (r) => r?.status === 200,
+    timeoutMs,
+    gaveUp: () => (gone ? "signalbox exited first" : undefined),
+    context: output,
+  });
+  return res!;
 }
 
 describe("the packed package, installed for production", () => {

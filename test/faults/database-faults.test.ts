@@ -2,8 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startCallbackReceiver } from "../helpers/callback-receiver.ts";
 import { startPrivatePostgres, type PrivatePostgres } from "../helpers/private-postgres.ts";
 import { API_KEY } from "../helpers/test-app.ts";
+import { waitFor } from "../helpers/wait-for.ts";
 import { badSamples, Load, useManagementKey, type Sample } from "./support/load.ts";
-import { startService, type Service } from "./support/service.ts";
+import { answers200, onDatabase, spawnService, type ServiceProcess } from "../helpers/service-process.ts";
 
 // signalbox (the real process) under load while its Postgres restarts (fast, immediate), goes
 // away for a while, or has its connections killed every second. The process must stay up;
@@ -18,7 +19,7 @@ const LONG_OUTAGE_S = Number(process.env.FAULT_OUTAGE_S ?? 20);
 const RECOVERY_MS = 5_000;
 
 let pg: PrivatePostgres;
-let svc: Service;
+let svc: ServiceProcess;
 let engine: Awaited<ReturnType<typeof startCallbackReceiver>>;
 const figures: Array<{ fault: string; recoveryMs: number; readyMs: number; max503Ms: number; n503: number; requests: number }> = [];
 const allSamples: Sample[] = [];
@@ -27,7 +28,9 @@ const loads: Load[] = [];
 beforeAll(async () => {
   pg = await startPrivatePostgres("faults");
   engine = await startCallbackReceiver();
-  svc = await startService(pg.url);
+  // Workers go stale after 3 s, not 1: a restart of the database must not look like their death.
+  svc = await spawnService(onDatabase(pg.url, { SIGNALBOX_WORKER_STALE_S: "3", SIGNALBOX_DELIVERY_BACKOFF_S: "0.2", LOG_LEVEL: "warn" }));
+  await answers200(svc, "/readyz", 60_000);
   useManagementKey(API_KEY);
   expect((await svc.api("/signal-types/load", { method: "PUT", json: { auth: { scheme: "none" } } })).status).toBe(201);
 }, 120_000);
@@ -42,21 +45,21 @@ afterAll(async () => {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const callbackFor = (waitId: string, type: string) => engine.received.find((cb) => cb.json.wait.id === waitId && cb.json.type === type);
 
-async function until<T>(what: string, deadline: number, probe: () => Promise<T | undefined>): Promise<T> {
-  for (;;) {
-    const v = await probe().catch(() => undefined);
-    if (v !== undefined) return v;
-    if (performance.now() > deadline) throw new Error(`${what}: not within the time allowed\n${svc.output.slice(-20).join("")}`);
-    await sleep(50);
-  }
-}
+/** waitFor's options for a probe that must succeed by `deadline` (performance.now() ms); a probe's error counts as "not yet". */
+const by = (deadline: number) => ({
+  timeoutMs: Math.max(0, deadline - performance.now()),
+  until: (v: unknown) => v !== undefined,
+  context: () => svc.output().split("\n").slice(-20).join("\n"),
+});
+const orUndefined = <T>(probe: () => Promise<T | undefined>) => () => probe().catch(() => undefined);
 
 /** Opens a wait, retrying while signalbox answers 503 (the database may still be coming back). */
 async function openProbeWait(run: string, timeoutS?: number): Promise<string> {
-  return until(`open ${run}`, performance.now() + 10_000, async () => {
+  const id = await waitFor(`open ${run}`, orUndefined(async () => {
     const res = await svc.api(`/runs/${run}/waits`, { method: "POST", json: { signal: "load", callback_url: engine.url, ...(timeoutS ? { timeout_s: timeoutS } : {}) }, timeoutMs: 3000 });
     return res.status === 201 ? ((await res.json()) as { id: string }).id : undefined;
-  });
+  }), by(performance.now() + 10_000));
+  return id!;
 }
 
 /**
@@ -75,13 +78,13 @@ async function trial(name: string, fault: () => Promise<void>, duringOutage?: ()
   const back = performance.now();
   await duringOutage?.();
   // Callbacks: a signal sent now (retried while 503) is delivered; the timeout fires and is delivered.
-  const signalledAt = await until(`${tag}: signal accepted`, back + RECOVERY_MS, async () => {
+  const signalledAt = (await waitFor(`${tag}: signal accepted`, orUndefined(async () => {
     const res = await fetch(`${svc.baseUrl}/signals/${tag}-signal/load`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}", signal: AbortSignal.timeout(2500) });
     return res.status === 202 ? performance.now() : undefined;
-  });
-  const received = await until(`${tag}: signal callback`, back + RECOVERY_MS, async () => callbackFor(signalled, "signal.received"));
-  const timedOut = await until(`${tag}: timeout callback`, Math.max(back, received.at) + RECOVERY_MS, async () => callbackFor(timesOut, "signal.timeout"));
-  const ready = await until(`${tag}: /readyz 200`, back + RECOVERY_MS, async () => ((await svc.api("/readyz", { timeoutMs: 2500 })).status === 200 ? performance.now() : undefined));
+  }), by(back + RECOVERY_MS)))!;
+  const received = (await waitFor(`${tag}: signal callback`, () => callbackFor(signalled, "signal.received"), by(back + RECOVERY_MS)))!;
+  const timedOut = (await waitFor(`${tag}: timeout callback`, () => callbackFor(timesOut, "signal.timeout"), by(Math.max(back, received.at) + RECOVERY_MS)))!;
+  const ready = (await waitFor(`${tag}: /readyz 200`, orUndefined(async () => ((await svc.api("/readyz", { timeoutMs: 2500 })).status === 200 ? performance.now() : undefined)), by(back + RECOVERY_MS)))!;
   await sleep(300);
   await load.stop();
   allSamples.push(...load.samples);
@@ -94,7 +97,7 @@ async function trial(name: string, fault: () => Promise<void>, duringOutage?: ()
     n503: s503.length,
     requests: load.samples.length,
   });
-  expect(svc.alive(), svc.output.join("")).toBe(true);
+  expect(svc.alive(), svc.output()).toBe(true);
   expect(badSamples(load.samples)).toEqual([]);
   expect(load.samples.filter((s) => s.status === 201 || s.status === 202).length).toBeGreaterThan(0);
 }
@@ -146,11 +149,11 @@ describe("database faults under load", () => {
       where type in ('signal.received', 'signal.timeout', 'signal.cancelled') group by wait_id having count(*) > 1`;
     expect(twice).toEqual([]);
     // Every resolved wait with a callback is delivered (retries allowed: always the same webhook-id).
-    await until("all callbacks delivered", performance.now() + 30_000, async () => {
+    await waitFor("all callbacks delivered", async () => {
       const [row] = await pg.admin<{ n: number }[]>`
         select count(*)::int as n from signalbox.waits where status <> 'waiting' and callback_url is not null and delivery_status <> 'delivered'`;
-      return row!.n === 0 ? true : undefined;
-    });
+      return row!.n;
+    }, { until: (undelivered) => undelivered === 0, timeoutMs: 30_000, context: () => svc.output().split("\n").slice(-20).join("\n") });
     const byWait = new Map<string, Set<string>>();
     for (const cb of engine.received) byWait.set(cb.json.wait.id, (byWait.get(cb.json.wait.id) ?? new Set()).add(String(cb.headers["webhook-id"])));
     expect([...byWait.values()].filter((ids) => ids.size > 1)).toEqual([]);
@@ -163,7 +166,7 @@ describe("database faults under load", () => {
     await expectNotReady();
     svc.child.kill("SIGTERM");
     const exit = await Promise.race([svc.exited, sleep(10_000).then(() => "timeout")]);
-    expect(exit, svc.output.join("")).toBe(0);
+    expect(exit, svc.output()).toBe(0);
     await pg.start();
   }, 30_000);
 });

@@ -1,5 +1,6 @@
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { waitFor } from "./wait-for.ts";
 
 export interface ReceivedCallback {
   headers: IncomingHttpHeaders;
@@ -14,7 +15,6 @@ export interface ReceivedCallback {
  */
 export async function startCallbackReceiver(respond: (n: number, cb: ReceivedCallback) => number | Promise<number> = () => 204) {
   const received: ReceivedCallback[] = [];
-  const waiters: Array<() => void> = [];
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
@@ -22,7 +22,6 @@ export async function startCallbackReceiver(respond: (n: number, cb: ReceivedCal
       const body = Buffer.concat(chunks).toString("utf8");
       const cb: ReceivedCallback = { headers: req.headers, body, json: JSON.parse(body), at: performance.now() };
       received.push(cb);
-      waiters.splice(0).forEach((w) => w());
       void Promise.resolve(respond(received.length, cb)).then((status) => {
         res.statusCode = status;
         res.end();
@@ -35,17 +34,10 @@ export async function startCallbackReceiver(respond: (n: number, cb: ReceivedCal
     url,
     received,
     /** Resolves once `n` callbacks have arrived (rejects after `timeoutMs`). */
-    async waitFor(n: number, timeoutMs = 10_000): Promise<ReceivedCallback[]> {
-      const deadline = Date.now() + timeoutMs;
-      while (received.length < n) {
-        if (Date.now() > deadline) throw new Error(`expected ${n} callbacks, got ${received.length}`);
-        await new Promise<void>((resolve) => {
-          waiters.push(resolve);
-          setTimeout(resolve, 100);
-        });
-      }
-      return received;
-    },
+    waitFor: (n: number, timeoutMs = 10_000): Promise<ReceivedCallback[]> =>
+      waitFor(`${n} callbacks`, () => received, { until: (cbs) => cbs.length >= n, timeoutMs, intervalMs: 5 }).catch(() => {
+        throw new Error(`expected ${n} callbacks, got ${received.length}: ${received.map((cb) => `${cb.json.type} ${cb.json.wait.id}`).join(", ")}`);
+      }),
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }

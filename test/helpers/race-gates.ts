@@ -1,6 +1,8 @@
 import postgres from "postgres";
 import { clearDebugHooks, setDebugHook, type DebugPointName } from "../../src/core/debug-point.ts";
+import type { TaskName } from "../../src/jobs/enqueue.ts";
 import type { TestApp } from "./test-app.ts";
+import { waitFor } from "./wait-for.ts";
 
 export interface Gate {
   /** Resolves with the subject (wait or run id) of the first arrival at the point. */
@@ -49,14 +51,14 @@ export async function holdInSql(app: TestApp, name: SqlDebugPointName, subject: 
     void released;
   };
   open.add(release);
-  const reached = until(async () => {
+  const reached = waitFor(`a transaction at ${key}`, async () => {
     const [row] = await sql<{ n: number }[]>`
       select count(*)::int as n from pg_locks l, (select hashtextextended(${key}, 0) as k) as h
       where l.locktype = 'advisory' and not l.granted and l.objsubid = 1
         and l.database = (select oid from pg_database where datname = current_database())
         and l.classid::bigint = (h.k >> 32) & 4294967295 and l.objid::bigint = h.k & 4294967295`;
     return row!.n > 0;
-  }, 10_000, `a transaction at ${key}`).then(() => subject);
+  }).then(() => subject);
   return { reached, release };
 }
 
@@ -74,35 +76,41 @@ export function releaseAllGates(): void {
 
 /** Resolves once `n` backends of this database wait for a lock (a transaction blocked on the run's row lock). */
 export async function lockWaiters(sql: postgres.Sql, n = 1, timeoutMs = 10_000): Promise<void> {
-  await until(async () => {
+  await waitFor(`${n} backend(s) waiting for a lock`, async () => {
     const [row] = await sql<{ n: number }[]>`
       select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`;
-    return row!.n >= n;
-  }, timeoutMs, `${n} backend(s) waiting for a lock`);
+    return row!.n;
+  }, { until: (waiting) => waiting >= n, timeoutMs });
+}
+
+/**
+ * Resolves once `n` requests are held open on the app's change feed (a long-poll, a checkpoint, an
+ * event stream registered for its wake-up): from then on a change reaches them by NOTIFY.
+ */
+export async function heldOpen(app: TestApp, n = 1, timeoutMs = 10_000): Promise<void> {
+  await waitFor(`${n} request(s) held open for a change`, () => app.changes.size, { until: (held) => held >= n, timeoutMs });
 }
 
 /**
  * Resolves once no timeout or delivery job is left (pending, retrying or running): from then on
  * nothing can fire or call back any more, so counting callbacks is final. The jobs that always
- * have one pending (the sweep, the retention purge) do not count. Throws with the jobs left.
+ * have one pending (the sweep, the retention purge) do not count; `tasks` narrows it to those
+ * tasks (deliveries only, when a test leaves a far-off timer behind), and `dueOnly` to the jobs
+ * due by now or running (what the test clock has brought due has run; what it has not, waits).
+ * Throws with the jobs left.
  */
-export async function drainJobs(db: TestApp | postgres.Sql, timeoutMs = 15_000): Promise<void> {
+export async function drainJobs(db: TestApp | postgres.Sql, opts: { timeoutMs?: number; tasks?: TaskName[]; dueOnly?: boolean } = {}): Promise<void> {
   const sql = "database" in db ? db.database.sql : db;
-  const left = () => sql<{ task_identifier: string; key: string | null; attempts: number; last_error: string | null }[]>`
-    select task_identifier, key, attempts, last_error from graphile_worker.jobs where task_identifier not in ('sweep', 'purge_old_records')`;
-  try {
-    await until(async () => (await left()).length === 0, timeoutMs, "job queue drained");
-  } catch (err) {
-    throw new Error(`${(err as Error).message}; jobs left: ${JSON.stringify(await left())}`);
-  }
-}
-
-async function until(check: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for: ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  const tasks = opts.tasks ?? null;
+  const dueOnly = opts.dueOnly ?? false;
+  await waitFor(
+    "the job queue to drain",
+    () => sql<{ task_identifier: string; key: string | null; run_at: Date; attempts: number; last_error: string | null }[]>`
+      select task_identifier, key, run_at, attempts, last_error from graphile_worker.jobs
+      where task_identifier not in ('sweep', 'purge_old_records') and (${tasks}::text[] is null or task_identifier = any(${tasks}::text[]))
+        and (not ${dueOnly} or run_at <= now() or locked_at is not null)`,
+    { until: (left) => left.length === 0, timeoutMs: opts.timeoutMs ?? 15_000 },
+  );
 }
 
 export interface RunEvent {

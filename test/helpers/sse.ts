@@ -1,3 +1,5 @@
+import { waitFor } from "./wait-for.ts";
+
 /** A minimal SSE reader over fetch: collects events (and comment lines) as they arrive. */
 export interface SseEvent {
   id?: string;
@@ -9,7 +11,6 @@ export function openSse(url: string, headers: Record<string, string>) {
   const controller = new AbortController();
   const events: SseEvent[] = [];
   const comments: string[] = [];
-  let notify: () => void = () => {};
   let status = 0;
   const done = (async () => {
     const res = await fetch(url, { headers: { accept: "text/event-stream", ...headers }, signal: controller.signal });
@@ -36,7 +37,6 @@ export function openSse(url: string, headers: Record<string, string>) {
           event.data = data.join("\n");
           events.push(event);
         }
-        notify();
       }
     }
   })().catch((err) => {
@@ -50,14 +50,7 @@ export function openSse(url: string, headers: Record<string, string>) {
     },
     /** Resolves once `predicate` holds for what has arrived (rejects after `timeoutMs`). */
     async until(predicate: () => boolean, timeoutMs = 10_000): Promise<void> {
-      const deadline = Date.now() + timeoutMs;
-      while (!predicate()) {
-        if (Date.now() > deadline) throw new Error(`SSE condition not met; got ${events.map((e) => e.event).join(", ")}`);
-        await new Promise<void>((resolve) => {
-          notify = resolve;
-          setTimeout(resolve, 50);
-        });
-      }
+      await waitFor("an SSE condition", predicate, { timeoutMs, intervalMs: 5, context: () => `events so far: ${events.map((e) => e.event).join(", ")}` });
     },
     close() {
       controller.abort();

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { openWait } from "../helpers/http.ts";
 import { startTestApp, type TestApp } from "../helpers/test-app.ts";
 
 // Many senders at once, one run: the run's row lock orders them, so exactly one wins a wait,
@@ -30,10 +31,8 @@ async function send(run: string, signal: string, body: string, headers: Record<s
 /** N requests released together: all are in flight before any is answered. */
 const together = (n: number, one: (i: number) => Promise<Answer>) => Promise.all(Array.from({ length: n }, (_, i) => one(i)));
 
-async function openWait(run: string, signal: string): Promise<string> {
-  const res = await app.api(`/runs/${run}/waits`, { method: "POST", json: { signal } });
-  expect(res.status).toBe(201);
-  return ((await res.json()) as { id: string }).id;
+async function openWaitId(run: string, signal: string): Promise<string> {
+  return (await openWait(app, run, { signal }, 201)).body.id;
 }
 
 async function signalLog(run: string) {
@@ -46,7 +45,7 @@ const count = (answers: Answer[], outcome: string) => answers.filter((a) => a.bo
 
 describe("40 concurrent senders to one wait", () => {
   it("exactly one is received, the rest rejected_not_waiting (buffer_ttl_s 0); rejections take no sequence", async () => {
-    const waitId = await openWait("senders", "approval");
+    const waitId = await openWaitId("senders", "approval");
     const answers = await together(N, (i) => send("senders", "approval", JSON.stringify({ sender: i })));
 
     expect(count(answers, "received")).toBe(1);
@@ -63,12 +62,12 @@ describe("40 concurrent senders to one wait", () => {
     expect(log.filter((s) => s.sequence !== null).map((s) => s.id)).toEqual([winner.body.signal_id]);
 
     // Gapless: the next accepted signal of the run is number 2, whatever was rejected between.
-    await openWait("senders", "approval");
+    await openWaitId("senders", "approval");
     expect((await send("senders", "approval", "{}")).body).toMatchObject({ outcome: "received", sequence: 2 });
   });
 
   it("with buffering, one is received and 39 buffered, numbered 1..40 with no gap or repeat", async () => {
-    const waitId = await openWait("senders-buffered", "buffered");
+    const waitId = await openWaitId("senders-buffered", "buffered");
     const answers = await together(N, (i) => send("senders-buffered", "buffered", JSON.stringify({ sender: i })));
 
     expect(count(answers, "received")).toBe(1);
@@ -86,7 +85,7 @@ describe("40 concurrent senders to one wait", () => {
 
 describe("40 concurrent retries of one Idempotency-Key with the same payload", () => {
   it("one signal is accepted (received), 39 are duplicates repeating its answer; the log holds it once", async () => {
-    const waitId = await openWait("retries", "approval");
+    const waitId = await openWaitId("retries", "approval");
     const answers = await together(N, () => send("retries", "approval", '{"approved":true}', { "idempotency-key": "order-17-approval" }));
 
     expect(count(answers, "received")).toBe(1);

@@ -1,9 +1,12 @@
 import postgres from "postgres";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { startCallbackReceiver } from "../helpers/callback-receiver.ts";
+import { advanceClock } from "../helpers/clock.ts";
 import { body, intake, openWait } from "../helpers/http.ts";
 import { drainJobs, holdAt, lockWaiters, releaseAllGates, resolutionEvents, settledWait } from "../helpers/race-gates.ts";
 import { startTestApp, type TestApp } from "../helpers/test-app.ts";
+import { waitFor } from "../helpers/wait-for.ts";
+import { IntakeBatcher } from "../../src/signals/intake-batcher.ts";
 
 // Group commit at intake (src/signals/intake-batcher.ts, signalbox.accept_signals): signals that
 // arrive while earlier batches are in flight are committed together, yet each is answered as if
@@ -23,6 +26,23 @@ beforeAll(async () => {
   }
 });
 afterEach(() => releaseAllGates());
+
+// Signals that have reached the batcher (counted on the real one, which runs in this process): a
+// test waits for its signals to be queued there before it frees the slots, instead of sleeping.
+let atBatcher = 0;
+const accept = IntakeBatcher.prototype.accept;
+beforeAll(() => {
+  IntakeBatcher.prototype.accept = function (this: IntakeBatcher, item) {
+    atBatcher++;
+    return accept.call(this, item);
+  };
+});
+afterAll(() => {
+  IntakeBatcher.prototype.accept = accept;
+});
+const queuedAtBatcher = (n: number, since: number) =>
+  waitFor(`${n} signals at the intake batcher`, () => atBatcher - since, { until: (arrived) => arrived >= n });
+
 afterAll(async () => {
   await sql?.end({ timeout: 5 });
   await app?.close();
@@ -58,11 +78,12 @@ describe("signals arriving together", () => {
     const blockerWait = (await openWait(app, "gc-blocked", { signal: "approval" })).body.id;
     const lock = await holdRunLock("gc-blocked");
     const before = await batchMetrics();
+    const arrivedBefore = atBatcher;
 
     const blocked = Array.from({ length: 4 }, (_, i) => intake(app, "gc-blocked", "approval", JSON.stringify({ i })));
     await lockWaiters(sql, 4); // all four slots wait on the lock
     const queued = [...waits.keys()].map((run) => intake(app, run, "approval", JSON.stringify({ run })));
-    await new Promise((r) => setTimeout(r, 300)); // the 24 requests reach the batcher and queue
+    await queuedAtBatcher(4 + 24, arrivedBefore); // the 24 requests reach the batcher and queue
     await lock.release();
 
     const answers = await Promise.all(queued);
@@ -86,12 +107,13 @@ describe("signals arriving together", () => {
     await openWait(app, "big-blocked", { signal: "approval" });
     const lock = await holdRunLock("big-blocked");
     const before = await batchMetrics();
+    const arrivedBefore = atBatcher;
     const blocked = Array.from({ length: 4 }, () => intake(app, "big-blocked", "approval", "{}"));
     await lockWaiters(sql, 4);
     // Six payloads of just under 1 MiB each: 4 fit under the cap, the last 2 go next.
     const big = (i: number) => JSON.stringify({ i, pad: "x".repeat(1024 * 1024 - 100) });
     const queued = Array.from({ length: 6 }, (_, i) => intake(app, `big-${i}`, "approval", big(i)));
-    await new Promise((r) => setTimeout(r, 500));
+    await queuedAtBatcher(4 + 6, arrivedBefore);
     await lock.release();
 
     expect((await Promise.all(queued)).map((a) => a.status)).toEqual([202, 202, 202, 202, 202, 202]);
@@ -113,10 +135,11 @@ describe("signals arriving together", () => {
       for (let i = 0; i < 6; i++) await openWait(app, `iso-${i}`, { signal: "approval" });
       await openWait(app, "iso-blocked", { signal: "approval" });
       const lock = await holdRunLock("iso-blocked");
+      const arrivedBefore = atBatcher;
       const blocked = Array.from({ length: 4 }, () => intake(app, "iso-blocked", "approval", "{}"));
       await lockWaiters(sql, 4);
       const queued = Array.from({ length: 6 }, (_, i) => intake(app, `iso-${i}`, "approval", JSON.stringify({ v: i === 3 ? "boom" : "fine" })));
-      await new Promise((r) => setTimeout(r, 300));
+      await queuedAtBatcher(4 + 6, arrivedBefore);
       await lock.release();
 
       const statuses = await Promise.all(queued.map(async (p) => (await p).status));
@@ -169,7 +192,8 @@ describe("signalbox.accept_signals", () => {
 
   it("a batch holding the run's lock when the timeout job runs wins: the timeout waits for it, then changes nothing", async () => {
     const timeout = holdAt("expire-wait:read");
-    const waitId = (await openWait(app, "lock-race", { signal: "approval", timeout_s: 0.3, callback_url: engine.url })).body.id;
+    const waitId = (await openWait(app, "lock-race", { signal: "approval", timeout_s: 60, callback_url: engine.url })).body.id;
+    await advanceClock(app, 60);
     expect(await timeout.reached).toBe(waitId); // past the deadline, the timeout job has started and is held
 
     let commit!: () => void;

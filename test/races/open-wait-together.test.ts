@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startCallbackReceiver } from "../helpers/callback-receiver.ts";
-import { declareType, eventually, intake, openWait } from "../helpers/http.ts";
+import { declareType, intake, openWait } from "../helpers/http.ts";
+import { waitFor } from "../helpers/wait-for.ts";
 import { resolutionEvents } from "../helpers/race-gates.ts";
 import { startTestApp, type TestApp } from "../helpers/test-app.ts";
 
@@ -50,10 +51,7 @@ describe("opening waits at the same moment", () => {
     const { status, body: wait } = await openWait(app, "early-run", { signal: "early", timeout_s: 3600, callback_url: engine.url });
     expect(status).toBe(201);
     expect(wait).toMatchObject({ status: "received", result: { signal_id: sent.body!.signal_id, payload: { ok: 1 } } });
-    const callbacks = await eventually(
-      async () => engine.received.filter((cb) => cb.json.wait.id === wait.id),
-      (cbs) => cbs.length > 0,
-    );
+    const callbacks = await waitFor("the callback of the wait the buffered signal received", async () => engine.received.filter((cb) => cb.json.wait.id === wait.id), { until: (cbs) => cbs.length > 0 });
     expect(callbacks.map((cb) => cb.json.type)).toEqual(["signal.received"]);
     expect((await resolutionEvents(app, "early-run")).map((e) => e.type)).toEqual(["signal.received"]);
     // No timeout job was queued for a wait that never waited.

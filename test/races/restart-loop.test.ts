@@ -2,7 +2,7 @@ import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, expect, it } from "vitest";
-import { killServices, spawnService, until200 } from "../helpers/service-process.ts";
+import { killServices, spawnService, answers200 } from "../helpers/service-process.ts";
 
 // Start, ready, SIGTERM, again, on one data dir: every start must come up (the sweep scheduled
 // at start once died on `add_job returned no job` when a worker locked the pending sweep job
@@ -24,7 +24,7 @@ it(`restarts one embedded data dir ${ROUNDS} times, ready every time`, async () 
     const began = performance.now();
     const svc = await spawnService(env);
     try {
-      await until200(svc, "/readyz");
+      await answers200(svc, "/readyz");
     } catch (err) {
       throw new Error(`round ${round}: ${(err as Error).message}`);
     }

@@ -1,88 +1,16 @@
-import { spawn, type ChildProcess } from "node:child_process";
-import path from "node:path";
 import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startCallbackReceiver, type ReceivedCallback } from "../helpers/callback-receiver.ts";
+import { advanceClock } from "../helpers/clock.ts";
+import { openWait as open } from "../helpers/http.ts";
 import { drainJobs } from "../helpers/race-gates.ts";
-import { API_KEY, CALLBACK_SECRET, createTestDatabase } from "../helpers/test-app.ts";
-import { freePort } from "../../src/core/free-port.ts";
+import { killServices, onDatabase, startService, type ServiceProcess as Service } from "../helpers/service-process.ts";
+import { createTestDatabase } from "../helpers/test-app.ts";
+import { waitFor } from "../helpers/wait-for.ts";
 
 // A 202 means committed: SIGKILL the real service right after one and nothing is lost. The
 // callback still arrives (at least once, always with the same webhook-id), timers that passed
 // while the process was down fire when it is back, and pending timers still fire.
-
-interface Service {
-  baseUrl: string;
-  child: ChildProcess;
-  exited: Promise<number | string | null>;
-  logs: string[];
-  api(p: string, init?: { method?: string; json?: unknown }): Promise<Response>;
-}
-
-const NODE = path.resolve("node_modules/.bin/node");
-const children: ChildProcess[] = [];
-
-
-/** `node src/main.ts` as a child process; resolves when it logs "signalbox listening". */
-async function startService(databaseUrl: string): Promise<Service> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await spawnService(databaseUrl, await freePort());
-    } catch (err) {
-      // The free port was taken between our probe and the child's listen: try another.
-      if (attempt >= 3 || !String(err).includes("EADDRINUSE")) throw err;
-    }
-  }
-}
-
-async function spawnService(databaseUrl: string, port: number): Promise<Service> {
-  const child = spawn(NODE, ["src/main.ts"], {
-    cwd: path.resolve("."),
-    stdio: ["ignore", "pipe", "pipe"],
-    env: {
-      PATH: process.env.PATH,
-      DATABASE_URL: databaseUrl,
-      PORT: String(port),
-      SIGNALBOX_API_KEYS: API_KEY,
-      SIGNALBOX_CALLBACK_SECRET: CALLBACK_SECRET,
-      SIGNALBOX_WORKER_STALE_S: "1",
-      SIGNALBOX_POLL_INTERVAL_MS: "100",
-      SIGNALBOX_DELIVERY_BACKOFF_S: "0.1",
-      LOG_LEVEL: "info",
-    },
-  });
-  children.push(child);
-  const logs: string[] = [];
-  const exited = new Promise<number | string | null>((resolve) => child.once("close", (code, signal) => resolve(signal ?? code)));
-  const listening = new Promise<void>((resolve, reject) => {
-    let buffered = "";
-    child.stdout!.on("data", (chunk: Buffer) => {
-      buffered += chunk.toString("utf8");
-      const lines = buffered.split("\n");
-      buffered = lines.pop()!;
-      for (const line of lines) {
-        logs.push(line);
-        if (line.includes('"signalbox listening"')) resolve();
-      }
-    });
-    child.stderr!.on("data", (chunk: Buffer) => logs.push(chunk.toString("utf8")));
-    void exited.then((how) => reject(new Error(`service exited (${how}) before listening:\n${logs.join("\n")}`)));
-  });
-  await listening;
-  const baseUrl = `http://127.0.0.1:${port}`;
-  return {
-    baseUrl,
-    child,
-    exited,
-    logs,
-    api: (p, init = {}) =>
-      fetch(baseUrl + p, {
-        method: init.method ?? "GET",
-        headers: { authorization: `Bearer ${API_KEY}`, ...(init.json !== undefined ? { "content-type": "application/json" } : {}) },
-        body: init.json !== undefined ? JSON.stringify(init.json) : undefined,
-      }),
-  };
-}
 
 type Json = Record<string, any>;
 let db: { url: string; drop(): Promise<void> };
@@ -101,7 +29,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   releaseHung();
-  for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+  killServices();
   await sql?.end();
   await engine?.close();
   await db?.drop();
@@ -109,21 +37,14 @@ afterAll(async () => {
 
 const callbacksFor = (waitId: string): ReceivedCallback[] => engine.received.filter((cb) => cb.json.wait.id === waitId);
 
-async function callbacksArrived(waitId: string, n: number, timeoutMs = 15_000): Promise<ReceivedCallback[]> {
-  const deadline = Date.now() + timeoutMs;
-  while (callbacksFor(waitId).length < n) {
-    await engine.waitFor(engine.received.length + 1, Math.max(1, deadline - Date.now())).catch(() => {
-      throw new Error(`expected ${n} callback(s) for wait ${waitId}, got ${callbacksFor(waitId).length}`);
-    });
-  }
-  return callbacksFor(waitId);
+const callbacksArrived = (waitId: string, n: number): Promise<ReceivedCallback[]> =>
+  waitFor(`${n} callback(s) for wait ${waitId}`, () => callbacksFor(waitId), { until: (cbs) => cbs.length >= n, timeoutMs: 15_000 });
+
+async function openWait(svc: Service, run: string, spec: Json): Promise<Json> {
+  return (await open(svc, run, { signal: "approval", callback_url: engine.url, ...spec }, 201)).body;
 }
 
-async function openWait(svc: Service, run: string, body: Json): Promise<Json> {
-  const res = await svc.api(`/runs/${run}/waits`, { method: "POST", json: { signal: "approval", callback_url: engine.url, ...body } });
-  expect(res.status).toBe(201);
-  return (await res.json()) as Json;
-}
+const startOnTestDatabase = () => startService(onDatabase(db.url));
 
 const sendSignal = (svc: Service, run: string) =>
   fetch(`${svc.baseUrl}/signals/${run}/approval`, { method: "POST", headers: { "content-type": "application/json" }, body: '{"approved":true}' });
@@ -135,19 +56,19 @@ async function resolutionEvents(svc: Service, run: string): Promise<Json[]> {
 
 describe("SIGKILL right after a 202", () => {
   it("loses nothing: the signal, its callback, timers due during the downtime and timers still pending", async () => {
-    const first = await startService(db.url);
+    const first = await startOnTestDatabase();
     expect((await first.api("/signal-types/approval", { method: "PUT", json: { auth: { scheme: "none" } } })).status).toBe(201);
 
     const signalled = await openWait(first, "kill-signal", {});
     const hang = await openWait(first, "kill-hang", {});
     hangWaitId = hang.id;
-    const pending = await Promise.all([0, 1, 2].map((i) => openWait(first, `kill-pending-${i}`, { timeout_s: 3 })));
+    const pending = await Promise.all([0, 1, 2].map((i) => openWait(first, `kill-pending-${i}`, { timeout_s: 600 })));
 
     // The engine is mid-delivery for "kill-hang" when the process dies: the job is locked by a dead worker.
     expect((await sendSignal(first, "kill-hang")).status).toBe(202);
     await callbacksArrived(hang.id, 1);
 
-    const dueWhileDown = await openWait(first, "kill-down", { timeout_s: 1 });
+    const dueWhileDown = await openWait(first, "kill-down", { timeout_s: 60 });
     const res = await sendSignal(first, "kill-signal");
     if (res.status === 202) first.child.kill("SIGKILL");
     expect(res.status).toBe(202);
@@ -155,8 +76,7 @@ describe("SIGKILL right after a 202", () => {
     const answer = (await res.json().catch(() => undefined)) as Json | undefined;
 
     // While nothing runs: the 202 was committed, and the short timer comes due with nobody to fire it.
-    const waitMs = Date.parse(dueWhileDown.timeout_at) - Date.now() + 50;
-    if (waitMs > 0) await new Promise((r) => setTimeout(r, waitMs)); // the downtime itself is the point here
+    await advanceClock(sql, 60); // a minute of downtime
     const [down] = await sql<{ status: string; due: boolean }[]>`
       select status, timeout_at <= now() as due from signalbox.waits where id = ${dueWhileDown.id}`;
     expect(down).toEqual({ status: "waiting", due: true });
@@ -164,7 +84,7 @@ describe("SIGKILL right after a 202", () => {
     expect(committed!.status).toBe("received");
 
     const restartedAt = performance.now();
-    const second = await startService(db.url);
+    const second = await startOnTestDatabase();
 
     // The signal: received, exactly one accepted signal, and the engine saw its event id.
     const wait = (await (await second.api(`/waits/${signalled.id}?wait_s=10`)).json()) as Json;
@@ -182,6 +102,10 @@ describe("SIGKILL right after a 202", () => {
     expect(new Set(hangCallbacks.map((cb) => cb.headers["webhook-id"]))).toEqual(new Set([hangEvent!.id]));
 
     // Timers: the one due during the downtime and the pending ones fire once each, after the restart.
+    const [stillPending] = await sql<{ n: number }[]>`
+      select count(*)::int as n from signalbox.waits where id in ${sql(pending.map((w) => w.id))} and status = 'waiting' and timeout_at > now()`;
+    expect(stillPending!.n).toBe(3);
+    await advanceClock(sql, 600); // the pending ones come due with the new process running
     for (const w of [dueWhileDown, ...pending]) {
       const settled = (await (await second.api(`/waits/${w.id}?wait_s=10`)).json()) as Json;
       expect(settled.status).toBe("timed_out");

@@ -1,5 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { startCallbackReceiver } from "../helpers/callback-receiver.ts";
+import { advanceClock } from "../helpers/clock.ts";
+import { openWait as open } from "../helpers/http.ts";
 import { drainJobs, holdAt, holdInSql, lockWaiters, observe, releaseAllGates, resolutionEvents, settledWait } from "../helpers/race-gates.ts";
 import { startTestApp, type TestApp } from "../helpers/test-app.ts";
 
@@ -23,9 +25,7 @@ afterAll(async () => {
 });
 
 async function openWait(run: string, timeoutS: number): Promise<{ id: string }> {
-  const res = await app.api(`/runs/${run}/waits`, { method: "POST", json: { signal: "approval", timeout_s: timeoutS, callback_url: engine.url } });
-  expect(res.status).toBe(201);
-  return (await res.json()) as { id: string };
+  return (await open(app, run, { signal: "approval", timeout_s: timeoutS, callback_url: engine.url }, 201)).body;
 }
 
 async function sendSignal(run: string): Promise<{ status: number; body: Record<string, any> }> {
@@ -66,7 +66,8 @@ async function expectOneOutcome(run: string, waitId: string, intake: { status: n
 describe("a signal racing its wait's timeout", () => {
   it("signal commits after the timeout job read the wait: the timeout's compare-and-set changes nothing", async () => {
     const timeout = holdAt("expire-wait:read");
-    const wait = await openWait("race-read", 0.2);
+    const wait = await openWait("race-read", 60);
+    await advanceClock(app, 60);
     expect(await timeout.reached).toBe(wait.id); // the timeout job has read `waiting` and is held
 
     const intake = await sendSignal("race-read");
@@ -81,11 +82,11 @@ describe("a signal racing its wait's timeout", () => {
     // Held inside signalbox.accept_signals, the batched intake production takes, run lock taken.
     const signal = await holdInSql(app, "accept-signals:locked", "race-locked");
     const timeoutRead = observe("expire-wait:read");
-    // 1 s: time enough for the signal (sent right away) to take the run lock before the deadline.
-    const wait = await openWait("race-locked", 1);
+    const wait = await openWait("race-locked", 60);
 
     const sending = sendSignal("race-locked");
     expect(await signal.reached).toBe("race-locked");
+    await advanceClock(app, 60); // the deadline passes while the signal holds the run lock
     expect(await timeoutRead).toBe(wait.id); // deadline passed, the timeout job runs ...
     await lockWaiters(app.database.sql, 2); // ... and blocks on the run lock the signal holds (the signal waits on the gate)
     signal.release();
@@ -97,7 +98,8 @@ describe("a signal racing its wait's timeout", () => {
 
   it("timeout commits first: the signal queued behind it on the run lock is rejected_not_waiting", async () => {
     const timeout = holdAt("expire-wait:resolved");
-    const wait = await openWait("race-timeout", 0.2);
+    const wait = await openWait("race-timeout", 60);
+    await advanceClock(app, 60);
     expect(await timeout.reached).toBe(wait.id); // timed out, run lock held, not yet committed
 
     const sending = sendSignal("race-timeout");
@@ -117,7 +119,8 @@ describe("a signal racing its wait's timeout", () => {
     const results = await Promise.all(
       runs.map(async (run, i) => {
         const wait = await openWait(run, 0.2);
-        // Spread the sends over 150..250 ms after the wait opened, so both orders happen.
+        // Spread the sends over 150..250 ms after the wait opened, so both orders happen: real
+        // time is the subject here (undirected, unlike the gated races above), not a test clock.
         await new Promise((r) => setTimeout(r, 150 + (i % 11) * 10));
         return { run, wait, intake: await sendSignal(run) };
       }),

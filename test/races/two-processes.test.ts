@@ -2,6 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startCallbackReceiver } from "../helpers/callback-receiver.ts";
 import { drainJobs, resolutionEvents } from "../helpers/race-gates.ts";
 import { startTestApp, type TestApp } from "../helpers/test-app.ts";
+import { advanceClock } from "../helpers/clock.ts";
+import { openWait } from "../helpers/http.ts";
+import { waitFor } from "../helpers/wait-for.ts";
 
 // Several processes may share one database: every timeout and every callback fires once.
 // Two full services (API + job worker each) on one database, as two replicas would run.
@@ -28,11 +31,11 @@ describe("two processes on one database", () => {
     const waits = await Promise.all(
       Array.from({ length: n }, async (_, i) => {
         const app = i % 2 === 0 ? first : second;
-        const res = await app.api(`/runs/replicas-${i}/waits`, { method: "POST", json: { signal: "approval", timeout_s: 0.5, callback_url: engine.url } });
-        expect(res.status).toBe(201);
-        return { run: `replicas-${i}`, id: ((await res.json()) as { id: string }).id };
+        const { body: wait } = await openWait(app, `replicas-${i}`, { signal: "approval", timeout_s: 60, callback_url: engine.url }, 201);
+        return { run: `replicas-${i}`, id: wait.id as string };
       }),
     );
+    await advanceClock(first, 60); // all 100 fall due at once; both processes' workers are woken
 
     await engine.waitFor(n, 20_000);
     await drainJobs(first); // nothing pending or running: no further callback can come
@@ -59,14 +62,12 @@ describe("two processes on one database", () => {
   it("a replica that dies holding the sweep job strands nothing: a survivor still releases its jobs", async () => {
     // Simulates a third process that crashed mid-sweep: it holds the one `sweep` job and a due
     // timeout, and stops heartbeating. Nothing may wait for graphile-worker's 4-hour lock expiry.
-    const res = await first.api("/runs/replicas-dead/waits", { method: "POST", json: { signal: "approval", timeout_s: 3600, callback_url: engine.url } });
-    expect(res.status).toBe(201);
-    const wait = (await res.json()) as { id: string };
+    const { body: wait } = await openWait(first, "replicas-dead", { signal: "approval", timeout_s: 3600, callback_url: engine.url }, 201);
     const sql = first.database.sql;
     await sql`insert into signalbox.worker_pools (pool_id, seen_at) values ('dead-pool', now())`;
-    for (;;) {
-      // A live worker may be running the sweep right now; take it once it is free.
-      const taken = await sql.begin(async (tx) => {
+    // A live worker may be running the sweep right now; take it once it is free.
+    await waitFor("the sweep job free to take", () =>
+      sql.begin(async (tx) => {
         const swept = await tx`
           update graphile_worker._private_jobs set locked_at = now(), locked_by = 'dead-pool', attempts = attempts + 1
           where key = 'sweep' and locked_at is null returning id`;
@@ -76,10 +77,8 @@ describe("two processes on one database", () => {
           where key = ${`expire:${wait.id}`}`;
         await tx`update signalbox.waits set timeout_at = now() where id = ${wait.id}`;
         return true;
-      });
-      if (taken) break;
-      await new Promise((r) => setTimeout(r, 20));
-    }
+      }),
+    );
 
     const settled = await (await first.api(`/waits/${wait.id}?wait_s=20`)).json();
     expect(settled).toMatchObject({ status: "timed_out" });

@@ -1,4 +1,5 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { openWait } from "../helpers/http.ts";
 import { holdInSql, lockWaiters, releaseAllGates } from "../helpers/race-gates.ts";
 import { startTestApp, type TestApp } from "../helpers/test-app.ts";
 
@@ -20,10 +21,7 @@ afterAll(async () => {
 
 type Json = Record<string, any>;
 
-async function openWait(run: string): Promise<{ status: number; body: Json }> {
-  const res = await app.api(`/runs/${run}/waits`, { method: "POST", json: { signal: "approval" } });
-  return { status: res.status, body: (await res.json()) as Json };
-}
+const openApprovalWait = (run: string): Promise<{ status: number; body: Json }> => openWait(app, run, { signal: "approval" });
 
 async function sendSignal(run: string, i: number): Promise<{ status: number; body: Json }> {
   const res = await fetch(`${app.baseUrl}/signals/${run}/approval`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ i }) });
@@ -44,8 +42,8 @@ describe("a wait and a buffered signal created at the same moment", () => {
       // Alternate which request is sent first; both are in flight before either is answered.
       const [opened, sent] =
         i % 2 === 0
-          ? await Promise.all([openWait(run), sendSignal(run, i)])
-          : await Promise.all([sendSignal(run, i), openWait(run)]).then(([s, w]) => [w, s] as const);
+          ? await Promise.all([openApprovalWait(run), sendSignal(run, i)])
+          : await Promise.all([sendSignal(run, i), openApprovalWait(run)]).then(([s, w]) => [w, s] as const);
 
       expect(opened.status).toBe(201);
       expect(sent.status).toBe(202);
@@ -67,13 +65,13 @@ describe("a wait and a buffered signal created at the same moment", () => {
 
   it("a wait opened while the signal holds the run lock waits for it, then consumes the buffered signal", async () => {
     // The run exists already (an earlier, cancelled wait), so only the run's row lock can order the two.
-    const earlier = await openWait("meet-held");
+    const earlier = await openApprovalWait("meet-held");
     expect((await app.api(`/waits/${earlier.body.id}/cancel`, { method: "POST" })).status).toBe(200);
     const signal = await holdInSql(app, "accept-signals:locked", "meet-held"); // inside accept_signals, run lock taken
     const sending = sendSignal("meet-held", 0);
     expect(await signal.reached).toBe("meet-held");
 
-    const opening = openWait("meet-held");
+    const opening = openApprovalWait("meet-held");
     await lockWaiters(app.database.sql, 2); // the wait's transaction queues behind the signal's (which waits on the gate)
     signal.release();
 

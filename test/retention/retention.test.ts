@@ -12,7 +12,8 @@ import {
   WAIT_BATCH,
 } from "../../src/retention/retention.queries.ts";
 import { schedulePurge } from "../../src/retention/schedule-purge.ts";
-import { body, declareType, eventually, intake, openWait, readAll } from "../helpers/http.ts";
+import { body, declareType, intake, openWait, readAll } from "../helpers/http.ts";
+import { waitFor } from "../helpers/wait-for.ts";
 import { startTestApp, type TestApp } from "../helpers/test-app.ts";
 
 // SIGNALBOX_RETENTION_DAYS (30 here): resolved waits with their history and deliveries, signal
@@ -350,15 +351,15 @@ describe("the retention job", () => {
           select count(*)::int as n, extract(epoch from min(run_at) - now())::float8 as run_in_s
           from graphile_worker.jobs where task_identifier = 'purge_old_records' and locked_at is null`)[0]!;
       // The sweep (every second in tests) keeps one pending, under one key.
-      const first = await eventually(job, (j) => j.n === 1);
+      const first = await waitFor("one pending purge job", job, { until: (j) => j.n === 1 });
       expect(first.run_in_s).toBeGreaterThan(60);
 
       await q`insert into signalbox.signals (id, run_id, signal, outcome, payload, received_at)
               values ('sg_job_old', 'job-1', 'approval', 'rejected_not_waiting', '{}', now() - interval '40 days')`;
       // Due now (as it will be PURGE_INTERVAL_S after the last run): it purges, then rests.
       await schedulePurge(withWorker.deps.db, 0, false);
-      await eventually(async () => (await q`select 1 from signalbox.signals where id = 'sg_job_old'`).length, (n) => n === 0);
-      const next = await eventually(job, (j) => j.n === 1 && j.run_in_s > 60);
+      await waitFor("the purge to delete the 40-day-old signal", async () => (await q`select 1 from signalbox.signals where id = 'sg_job_old'`).length, { until: (n) => n === 0 });
+      const next = await waitFor("the purge to set its next run over a minute off", job, { until: (j) => j.n === 1 && j.run_in_s > 60 });
       expect(next.run_in_s).toBeLessThanOrEqual(600);
     } finally {
       await withWorker.close();

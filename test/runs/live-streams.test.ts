@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { heldOpen } from "../helpers/race-gates.ts";
 import { openSse } from "../helpers/sse.ts";
+import { waitFor } from "../helpers/wait-for.ts";
 import { API_KEY, startTestApp, type TestApp } from "../helpers/test-app.ts";
 
 const auth = { authorization: `Bearer ${API_KEY}` };
@@ -34,8 +36,10 @@ describe("SSE run history", () => {
     await a.api("/runs/sse-1/resume", { method: "POST" });
     const resumed = openSse(`${a.baseUrl}/runs/sse-1/events`, { ...auth, "last-event-id": lastSeen });
     await resumed.until(() => resumed.events.length >= 2);
-    await new Promise((r) => setTimeout(r, 300));
-    expect(resumed.events.map((e) => e.event)).toEqual(["run.pausing", "run.resumed"]);
+    // A marker after them: the stream is ordered, so once it arrives nothing before it can still come.
+    await a.api("/runs/sse-1/pause", { method: "POST", json: { reason: "marker" } });
+    await resumed.until(() => resumed.events.some((e) => JSON.parse(e.data).data?.reason === "marker"));
+    expect(resumed.events.map((e) => e.event)).toEqual(["run.pausing", "run.resumed", "run.pausing"]);
     const all = [...stream.events, ...resumed.events].map((e) => Number(e.id!.slice(3)));
     expect(all).toEqual([...all].sort((x, y) => x - y));
     expect(new Set(all).size).toBe(all.length);
@@ -54,7 +58,7 @@ describe("SSE run history", () => {
   it("ends cleanly when the server shuts down", async () => {
     const c = await startTestApp({ databaseUrl: a.databaseUrl, worker: false });
     const stream = openSse(`${c.baseUrl}/runs/sse-shutdown/events`, auth);
-    await new Promise((r) => setTimeout(r, 200));
+    await heldOpen(c); // the stream is up and waiting for events
     const started = Date.now();
     const closing = c.close();
     await stream.done; // the response ended (no error, no hang)
@@ -63,8 +67,9 @@ describe("SSE run history", () => {
   });
 
   it("an SSE client on process A sees an event caused on process B", async () => {
+    await waitFor("the earlier tests' streams to be gone", () => a.changes.size, { until: (n) => n === 0 });
     const stream = openSse(`${a.baseUrl}/runs/cross-sse/events`, auth);
-    await new Promise((r) => setTimeout(r, 200));
+    await heldOpen(a); // registered on A: the event can only reach it by NOTIFY from B
     const caused = Date.now();
     await b.api("/runs/cross-sse/pause", { method: "POST", json: { reason: "from B" } });
     await stream.until(() => stream.events.some((e) => e.event === "run.pausing"));
@@ -81,7 +86,7 @@ describe("wake-ups across processes", () => {
       answeredAt = performance.now();
       return r.json();
     });
-    await new Promise((r) => setTimeout(r, 300));
+    await heldOpen(b);
     expect(answeredAt).toBe(0);
     const resumeSent = performance.now();
     const resumed = await b.api("/runs/cross-1/resume", { method: "POST" });
@@ -96,7 +101,7 @@ describe("wake-ups across processes", () => {
   it("a long-poll on B wakes when a signal lands on A", async () => {
     const wait = (await (await a.api("/runs/cross-2/waits", { method: "POST", json: { signal: "approval" } })).json()) as any;
     const held = b.api(`/waits/${wait.id}?wait_s=20`).then((r) => r.json());
-    await new Promise((r) => setTimeout(r, 200));
+    await heldOpen(b);
     const sent = performance.now();
     await fetch(`${a.baseUrl}/signals/cross-2/approval`, { method: "POST", body: "{}" });
     expect(((await held) as any).status).toBe("received");
@@ -106,8 +111,7 @@ describe("wake-ups across processes", () => {
   it("1,000 held long-polls on one process with a pool of 10 connections: none holds a connection", async () => {
     const wait = (await (await a.api("/runs/many-polls/waits", { method: "POST", json: { signal: "approval" } })).json()) as any;
     const polls = Array.from({ length: 1000 }, () => fetch(`${b.baseUrl}/waits/${wait.id}?wait_s=30`, { headers: auth }).then((r) => r.json()));
-    const deadline = Date.now() + 20_000;
-    while (b.changes.size < 1000 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    await heldOpen(b, 1000, 20_000);
     expect(b.changes.size).toBe(1000);
     // The pool still serves other requests at once while all 1,000 are held.
     const started = performance.now();

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startCallbackReceiver } from "../helpers/callback-receiver.ts";
 import { expectProblem } from "../helpers/http.ts";
+import { heldOpen } from "../helpers/race-gates.ts";
 import { startTestApp, type TestApp } from "../helpers/test-app.ts";
 
 let app: TestApp;
@@ -36,7 +37,7 @@ describe("pause, resume and checkpoints", () => {
     expect(paused.body.control.paused_at).toEqual(expect.any(String));
 
     const held = post("/runs/ctl-1/checkpoints/pre_routing?wait_s=20");
-    await new Promise((r) => setTimeout(r, 300));
+    await heldOpen(app);
     const resumedAt = Date.now();
     expect((await post("/runs/ctl-1/resume", { by: "lee" })).body.control).toMatchObject({ is_paused: false, paused_at: null, pause_reason: null });
     expect((await held).body).toEqual({ proceed: true });
@@ -67,7 +68,7 @@ describe("pause, resume and checkpoints", () => {
   it("cancel makes checkpoints 409, including one held while paused", async () => {
     await post("/runs/ctl-4/pause", {});
     const held = app.api("/runs/ctl-4/checkpoints/step?wait_s=20", { method: "POST" });
-    await new Promise((r) => setTimeout(r, 200));
+    await heldOpen(app);
     const cancelled = await post("/runs/ctl-4/cancel", { reason: "user abort", by: "kim" });
     expect(cancelled.body.control).toMatchObject({ is_cancelled: true, is_paused: false, cancel_reason: "user abort", cancelled_by: "kim" });
     await expectProblem(await held, 409);
@@ -95,7 +96,7 @@ describe("children", () => {
       expect(((await (await app.api(`/runs/${run}`)).json()) as any).control.is_paused, run).toBe(true);
     }
     const heldLeaf = post("/runs/tree-a1/checkpoints/leaf?wait_s=20");
-    await new Promise((r) => setTimeout(r, 200));
+    await heldOpen(app);
     await post("/runs/tree-root/resume", {});
     expect((await heldLeaf).body).toEqual({ proceed: true });
 

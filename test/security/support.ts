@@ -9,6 +9,9 @@ import Stripe from "stripe";
 import { Webhook as SvixWebhook } from "svix";
 import { expect } from "vitest";
 import type { TestApp } from "../helpers/test-app.ts";
+import { openWait } from "../helpers/http.ts";
+import { waitFor } from "../helpers/wait-for.ts";
+import { SignalTypeCache } from "../../src/signal-types/signal-type-cache.ts";
 
 export type Hdrs = Record<string, string>;
 export const nowS = () => Math.floor(Date.now() / 1000);
@@ -91,18 +94,21 @@ export async function snapshot(app: TestApp) {
 /**
  * Changes a signal_types row behind the API's back (as an attacker with database access, or an
  * older version, would), then waits until the service has seen it: processes cache signal
- * types and drop them on a NOTIFY from a trigger, so wait for that notification (bounded).
+ * types and drop one on the NOTIFY a trigger sends, so wait for the app's cache to drop it
+ * (observed on the real cache of the app, which runs in this process).
  */
 export async function updateTypeRow(app: TestApp, name: string, change: () => Promise<unknown>): Promise<void> {
-  let notified!: () => void;
-  const seen = new Promise<void>((r) => (notified = r));
-  const sub = await app.database.sql.listen("signalbox_signal_type_changed", (n) => n === name && notified());
+  const cache = app.deps.signalTypeCache!;
+  let dropped = false;
+  cache.forget = (n: string) => {
+    SignalTypeCache.prototype.forget.call(cache, n);
+    if (n === name) dropped = true;
+  };
   try {
     await change();
-    await Promise.race([seen, new Promise((r) => setTimeout(r, 500))]);
-    await new Promise((r) => setTimeout(r, 100)); // the app's own listener got the same NOTIFY
+    await waitFor(`the app's signal type cache to drop ${name}`, () => dropped);
   } finally {
-    await sub.unlisten();
+    delete (cache as { forget?: unknown }).forget; // the prototype's again
   }
 }
 
@@ -215,10 +221,7 @@ export function chunked(pieces: Buffer[]): Buffer[] {
 
 /** Opens a wait via the management API and returns its id. */
 export async function openWaitFor(app: TestApp, run: string, signal: string): Promise<string> {
-  const res = await app.api(`/runs/${encodeURIComponent(run)}/waits`, { method: "POST", json: { signal } });
-  const body = (await res.json()) as { id: string };
-  expect(res.status, JSON.stringify(body)).toBe(201);
-  return body.id;
+  return (await openWait(app, run, { signal }, 201)).body.id;
 }
 
 export async function waitStatus(app: TestApp, id: string): Promise<string> {

@@ -4,6 +4,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, expect, it } from "vitest";
 import { NODE } from "../helpers/service-process.ts";
+import { waitFor } from "../helpers/wait-for.ts";
 
 const lockModule = path.resolve(import.meta.dirname, "../../src/db/data-dir-lock.ts");
 let dir: string;
@@ -19,11 +20,12 @@ function contender(dataDir: string) {
   const child = spawn(NODE, ["--input-type=module", "-e", script], { stdio: ["pipe", "pipe", "inherit"] });
   let out = "";
   child.stdout.on("data", (d: Buffer) => (out += d.toString()));
-  const answered = new Promise<string>((resolve) => {
-    const check = () => (out.includes("\n") ? resolve(out.trim()) : setTimeout(check, 10));
-    check();
-  });
-  return { answered, done: () => child.stdin.end() };
+  let exitedFlag = false;
+  const exited = new Promise<void>((resolve) => child.once("close", () => ((exitedFlag = true), resolve())));
+  const answered = waitFor("a contender's answer", () => (out.includes("\n") ? out.trim() : undefined), {
+    gaveUp: () => (exitedFlag ? "it exited without one" : undefined),
+  }).then((answer) => answer!);
+  return { answered, exited, done: () => child.stdin.end() };
 }
 
 it("contenders for a data dir whose holder died: exactly one takes it", async () => {
@@ -35,7 +37,7 @@ it("contenders for a data dir whose holder died: exactly one takes it", async ()
     const answers = await Promise.all(contenders.map((c) => c.answered));
     expect(answers.sort()).toEqual(["in use", "in use", "in use", "in use", "in use", "won"]);
     contenders.forEach((c) => c.done()); // the winner exits without releasing: a stale lock for the next round
-    await new Promise((r) => setTimeout(r, 300));
+    await Promise.all(contenders.map((c) => c.exited));
   }
   const left = (await fs.readdir(dir)).filter((f) => f.includes("lock"));
   expect(left).toHaveLength(1); // the newest number only; drafts are gone

@@ -9,6 +9,8 @@ import { startCallbackReceiver } from "../helpers/callback-receiver.ts";
 import { body, declareType, intake, openWait } from "../helpers/http.ts";
 import { drainJobs, settledWait } from "../helpers/race-gates.ts";
 import { startTestApp, type TestApp } from "../helpers/test-app.ts";
+import { advanceClock } from "../helpers/clock.ts";
+import { waitFor } from "../helpers/wait-for.ts";
 
 // One transition, every door: a wait leaves `waiting` through signalbox.resolve_waits whichever
 // entry point moves it (batched intake, an approval link's single intake, opening a wait that
@@ -32,7 +34,6 @@ let listener: postgres.Sql;
 let sensorTarget: Server;
 let sensorUrl = "";
 const notified = new Set<string>();
-const notifyWaiters: Array<() => void> = [];
 
 beforeAll(async () => {
   app = await startTestApp();
@@ -40,7 +41,6 @@ beforeAll(async () => {
   listener = postgres(app.databaseUrl, { max: 1, onnotice: () => {} });
   await listener.listen(WAIT_CHANGED_CHANNEL, (id) => {
     notified.add(id);
-    notifyWaiters.splice(0).forEach((w) => w());
   });
   sensorTarget = createServer((req, res) => {
     res.statusCode = req.url === "/ready" ? 200 : 500;
@@ -113,7 +113,11 @@ const TABLE: Row[] = [
     await send(run, "decision", { response: "approve", responder: "lee" });
     return wait.id;
   } },
-  { entry: "timer", outcome: "received", drive: async (run) => (await open(run, { signal: "nap", timer: { delay_s: 0.2 }, timeout_s: 3600 })).id },
+  { entry: "timer", outcome: "received", drive: async (run) => {
+    const wait = await open(run, { signal: "nap", timer: { delay_s: 60 }, timeout_s: 3600 });
+    await advanceClock(app, 60);
+    return wait.id;
+  } },
   { entry: "sensor", outcome: "received", drive: async (run) => (await open(run, { signal: "probe", sensor: { url: `${sensorUrl}/ready`, pointer: "/ready", equals: true, interval_s: 1, max_polls: 3 }, timeout_s: 3600 })).id },
   { entry: "composite (all: last member received)", outcome: "received", drive: async (run) => {
     const parent = await open(run, { signal: "both", all: [{ signal: "approval" }, { signal: "payment" }] });
@@ -127,7 +131,11 @@ const TABLE: Row[] = [
     return parent.id;
   } },
   // timed out
-  { entry: "timeout job", outcome: "timed_out", drive: async (run) => (await open(run, { signal: "approval", timeout_s: 0.2 })).id },
+  { entry: "timeout job", outcome: "timed_out", drive: async (run) => {
+    const wait = await open(run, { signal: "approval", timeout_s: 60 });
+    await advanceClock(app, 60);
+    return wait.id;
+  } },
   { entry: "open_wait with a past deadline", outcome: "timed_out", drive: async (run) => {
     const wait = await open(run, { signal: "approval", timeout_at: pastDeadline() });
     expect(wait.status).toBe("timed_out");
@@ -140,10 +148,13 @@ const TABLE: Row[] = [
   } },
   { entry: "sensor out of polls", outcome: "timed_out", drive: async (run) => (await open(run, { signal: "probe", sensor: { url: `${sensorUrl}/down`, interval_s: 1, max_polls: 1 } })).id },
   { entry: "composite (all: a member timed out)", outcome: "timed_out", drive: async (run) => {
-    return (await open(run, { signal: "both", all: [{ signal: "approval" }, { signal: "payment", timeout_s: 0.2 }] })).id;
+    const parent = await open(run, { signal: "both", all: [{ signal: "approval" }, { signal: "payment", timeout_s: 60 }] });
+    await advanceClock(app, 60);
+    return parent.id;
   } },
   { entry: "signal after the timeout (rejected, changes nothing)", outcome: "timed_out", drive: async (run) => {
-    const wait = await open(run, { signal: "approval", timeout_s: 0.2 });
+    const wait = await open(run, { signal: "approval", timeout_s: 60 });
+    await advanceClock(app, 60);
     expect((await settledWait(app, wait.id)).status).toBe("timed_out");
     expect(await send(run, "approval", {}, 409)).toMatchObject({ outcome: "rejected_not_waiting" });
     return wait.id;
@@ -175,16 +186,7 @@ const TABLE: Row[] = [
 ];
 
 /** Resolves once the wait's id was NOTIFYed on the wait channel. */
-async function wokenUp(waitId: string, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!notified.has(waitId)) {
-    if (Date.now() > deadline) throw new Error(`no NOTIFY for ${waitId}`);
-    await new Promise<void>((resolve) => {
-      notifyWaiters.push(resolve);
-      setTimeout(resolve, 200);
-    });
-  }
-}
+const wokenUp = (waitId: string) => waitFor(`a NOTIFY for ${waitId}`, () => notified.has(waitId));
 
 describe("a wait leaving `waiting`, through every entry point", () => {
   it.each(TABLE.map((row, i) => ({ ...row, run: `parity-${i}` })))("$entry: $outcome", async ({ run, outcome, drive }) => {

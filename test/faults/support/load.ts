@@ -1,4 +1,5 @@
-import type { Service } from "./service.ts";
+import type { ServiceProcess as Service } from "../../helpers/service-process.ts";
+import { waitFor } from "../../helpers/wait-for.ts";
 
 /** One answered (or not) request of the load. */
 export interface Sample {
@@ -48,7 +49,8 @@ export class Load {
   async stop(): Promise<void> {
     this.#running = false;
     await this.#done;
-    while (this.#inFlight > 0) await new Promise((r) => setTimeout(r, 20));
+    // Every request ends within its own abort timeout, so this ends too.
+    await waitFor("the load's requests in flight to end", () => this.#inFlight, { until: (n) => n === 0, timeoutMs: 60_000 });
   }
 
   async #loop(): Promise<void> {
