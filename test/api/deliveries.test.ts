@@ -7,7 +7,8 @@ import { deliverCallback } from "../../src/delivery/deliver-callback.ts";
 import { encodeCursor } from "../../src/core/pagination.ts";
 import { purgeOldRecords } from "../../src/retention/purge-old-records.ts";
 import { startCallbackReceiver, type ReceivedCallback } from "../helpers/callback-receiver.ts";
-import { body, declareType, eventually, expectProblem, intake, openWait, readAll } from "../helpers/http.ts";
+import { body, declareType, expectProblem, intake, openWait, readAll } from "../helpers/http.ts";
+import { waitFor } from "../helpers/wait-for.ts";
 import { logCapture } from "../helpers/probes.ts";
 import { killServices, startService } from "../helpers/service-process.ts";
 import { createTestDatabase, LINK_KEYS, startTestApp, useTestSql, type TestApp } from "../helpers/test-app.ts";
@@ -74,7 +75,7 @@ async function resolvedWait(a: TestApp, run: string, callbackUrl: string): Promi
 }
 
 const getWait = (a: TestApp, id: string) => body(a.api(`/waits/${id}`));
-const settled = (a: TestApp, id: string, status: string) => eventually(() => getWait(a, id), (w) => w.delivery.status === status);
+const settled = (a: TestApp, id: string, status: string) => waitFor(`delivery ${status}`, () => getWait(a, id), { until: (w) => w.delivery.status === status });
 const attemptsOf = async (a: TestApp, id: string) => (await readAll<Attempt>(a, `/waits/${id}/deliveries`, 500)).items;
 
 describe("GET /waits/{id}/deliveries", () => {
@@ -176,7 +177,7 @@ describe("GET /deliveries: failing deliveries across waits", () => {
   it("a pending retry is listed as pending; redelivered after failing, too", async () => {
     const down = await receiver(() => 500);
     const id = await resolvedWait(slowApp, "pending-listed", down.url);
-    await eventually(() => getWait(slowApp, id), (w) => w.delivery.attempts === 1);
+    await waitFor("the first attempt recorded", () => getWait(slowApp, id), { until: (w) => w.delivery.attempts === 1 });
     expect((await readAll<Failing>(slowApp, `/deliveries?status=pending&callback_host=${down.host}`, 500)).items).toEqual([
       expect.objectContaining({ wait_id: id, status: "pending", attempts: 1, last_status_code: 500 }),
     ]);
@@ -223,7 +224,7 @@ describe("POST /waits/{id}/redeliver keeps the history", () => {
     let answer = 500;
     const engine = await receiver(() => answer);
     const id = await resolvedWait(slowApp, "redeliver-pending", engine.url);
-    await eventually(() => getWait(slowApp, id), (w) => w.delivery.attempts === 1);
+    await waitFor("the first attempt recorded", () => getWait(slowApp, id), { until: (w) => w.delivery.attempts === 1 });
     expect((await getWait(slowApp, id)).delivery.status).toBe("pending"); // the retry is an hour away
 
     answer = 204;
@@ -250,7 +251,7 @@ describe("POST /waits/{id}/redeliver keeps the history", () => {
     await settled(app, id, "failed");
     answer = 503; // still down: the new round makes MAX_ATTEMPTS attempts of its own
     expect((await app.api(`/waits/${id}/redeliver`, { method: "POST" })).status).toBe(202);
-    await eventually(() => getWait(app, id), (w) => w.delivery.status === "failed" && w.delivery.attempts === 2 * MAX_ATTEMPTS);
+    await waitFor("the second round given up", () => getWait(app, id), { until: (w) => w.delivery.status === "failed" && w.delivery.attempts === 2 * MAX_ATTEMPTS });
     answer = 200;
     expect((await app.api(`/waits/${id}/redeliver`, { method: "POST" })).status).toBe(202);
     await settled(app, id, "delivered");
@@ -265,7 +266,7 @@ describe("POST /waits/{id}/redeliver keeps the history", () => {
     const bothIn = new Promise<number>((r) => (release = () => r(204)));
     const engine = await receiver((n) => (n === 1 ? 500 : n === 3 ? (release(), bothIn) : bothIn));
     const id = await resolvedWait(slowApp, "same-attempt-twice", engine.url);
-    await eventually(() => getWait(slowApp, id), (w) => w.delivery.attempts === 1);
+    await waitFor("the first attempt recorded", () => getWait(slowApp, id), { until: (w) => w.delivery.attempts === 1 });
     // As a redelivery racing an attempt in flight, or a job run again after a crash: both saw one attempt.
     const verdicts = await Promise.all([deliverCallback(slowApp.deps, id), deliverCallback(slowApp.deps, id)]);
     expect(verdicts).toEqual(["delivered", "delivered"]);
@@ -284,7 +285,7 @@ describe("a delivery that gives up", () => {
     const secretUrl = engine.url.replace("http://", "http://engine-user:hunter2-password@") + "?token=query-secret";
     const id = await resolvedWait(app, "gives-up", secretUrl);
     await settled(app, id, "failed");
-    const lines = await eventually(async () => warnings.lines.filter((l) => l.waitId === id), (l) => l.length > 0);
+    const lines = await waitFor("the give-up warning", () => warnings.lines.filter((l) => l.waitId === id), { until: (l) => l.length > 0 });
     expect(lines).toEqual([
       expect.objectContaining({ level: 40, msg: "callback delivery gave up", waitId: id, callbackHost: engine.host, lastError: "HTTP 403", attempts: 1, reason: "rejected" }),
     ]);
@@ -309,9 +310,8 @@ describe("a delivery that gives up", () => {
       expect((await svc.api("/signal-types/approval", { method: "PUT", json: { auth: { scheme: "none" } } })).status).toBeLessThan(300);
       const wait = (await (await svc.api("/runs/shipped/waits", { method: "POST", json: { signal: "approval", callback_url: engine.url } })).json()) as { id: string };
       expect((await fetch(`${svc.baseUrl}/signals/shipped/approval`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })).status).toBe(202);
-      const counted = await eventually(
-        async () => (await (await fetch(`${svc.baseUrl}/metrics`)).text()).split("\n").find((l) => l.startsWith("signalbox_deliveries_given_up_total{")),
-        (line) => line !== undefined,
+      const counted = await waitFor("the given-up counter on /metrics", async () =>
+        (await (await fetch(`${svc.baseUrl}/metrics`)).text()).split("\n").find((l) => l.startsWith("signalbox_deliveries_given_up_total{")),
       );
       expect(counted).toBe('signalbox_deliveries_given_up_total{reason="attempts_exhausted"} 1');
       const gaveUp = svc.logs().filter((l) => l.msg === "callback delivery gave up");
@@ -336,12 +336,13 @@ describe("retention", () => {
     expect((await countFor(old)) + (await countFor(recent))).toBe(3);
 
     // The retention job may run meanwhile (it stands down for ours, or ours for it): purge until the old wait is gone.
-    await eventually(
+    await waitFor(
+      "the old wait purged",
       async () => {
         await purgeOldRecords({ ...app.deps, config: { ...app.config, SIGNALBOX_RETENTION_DAYS: 30 } }, { budgetMs: 60_000 });
         return (await sql`select 1 from signalbox.waits where id = ${old}`).length;
       },
-      (left) => left === 0,
+      { until: (left) => left === 0 },
     );
     expect(await countFor(old)).toBe(0);
     expect(await countFor(recent)).toBeGreaterThan(0);
