@@ -13,8 +13,9 @@ import type { TestApp } from "./test-app.ts";
  * fell due fire, and nothing else.
  *
  * What stays on the wall clock: the sweep and the retention purge (housekeeping on their own
- * timers, so advancing never runs them early), heartbeats, created_at/resolved_at history,
- * and approval links (signed with an `exp` that the process checks against its own clock).
+ * timers, so advancing never runs them early), heartbeats, created_at/resolved_at history, a
+ * long-poll's wait_s (a timer in the process), and what the process checks against its own clock
+ * (an approval link's `exp`, a signature's timestamp): move that one with withProcessClockAhead.
  *
  * With a worker running, it is woken (NOTIFY "jobs:insert", as add_job does) so what fell due
  * runs now rather than at its next poll; wait for the outcome (an event, a callback) as usual.

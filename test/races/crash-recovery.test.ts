@@ -51,11 +51,22 @@ async function callbackInFlight(svc: ServiceProcess, run: string): Promise<Json>
   return wait;
 }
 
-async function expectNoMoreCallbacks(waitId: string, n: number, forMs: number) {
-  // The absence of a needless extra delivery is the point: a bounded window of real time, as the
-  // second process's sweep and retries run on their own timers (this database is not the test's).
-  await new Promise((r) => setTimeout(r, forMs));
+/**
+ * The absence of a needless extra delivery: once no delivery job is left pending or running in
+ * `databaseUrl`, no further callback can come, so the count is final.
+ */
+async function expectNoMoreCallbacks(databaseUrl: string, waitId: string, n: number) {
+  const sql = postgres(databaseUrl, { max: 1, onnotice: () => {} });
+  await drainJobs(sql).finally(() => sql.end());
   expect(callbacksFor(waitId)).toHaveLength(n);
+}
+
+/** The URL of the embedded Postgres a service runs on `dataDir` (its port is in the start-up log). */
+async function embeddedUrl(svc: ServiceProcess, dataDir: string): Promise<string> {
+  const port = svc.logs().find((l) => l.msg === "embedded Postgres started")?.port;
+  expect(port).toEqual(expect.any(Number));
+  const password = await fs.readFile(path.join(dataDir, "pg-password"), "utf8");
+  return `postgres://signalbox:${encodeURIComponent(password)}@127.0.0.1:${port}/signalbox`;
 }
 
 describe("a callback cut off by SIGKILL", () => {
@@ -80,7 +91,7 @@ describe("a callback cut off by SIGKILL", () => {
     expect(again.headers["webhook-id"]).toBe(callbacksFor(wait.id)[0]!.headers["webhook-id"]);
     expect(second.output()).toContain("released the jobs of worker pools left by a process that died");
 
-    await expectNoMoreCallbacks(wait.id, 2, 4_000); // more than one sweep interval
+    await expectNoMoreCallbacks(await embeddedUrl(second, env.SIGNALBOX_DATA_DIR), wait.id, 2);
     second.child.kill("SIGTERM");
     expect(await second.exited).toBe(0);
   }, 90_000);
@@ -102,10 +113,7 @@ describe("a callback cut off by SIGKILL", () => {
       expect(delayMs).toBeLessThan(20_000);
       expect(again.headers["webhook-id"]).toBe(callbacksFor(wait.id)[0]!.headers["webhook-id"]);
 
-      // No delivery job left pending or running: no further callback can come, so the count is final.
-      const sql = postgres(db.url, { max: 1, onnotice: () => {} });
-      await drainJobs(sql).finally(() => sql.end());
-      expect(callbacksFor(wait.id)).toHaveLength(2);
+      await expectNoMoreCallbacks(db.url, wait.id, 2);
       survivor.child.kill("SIGTERM");
       expect(await survivor.exited).toBe(0);
     } finally {
