@@ -27,6 +27,7 @@ const COMMITTED: Record<string, string> = {
   "0010_retention.sql": "89fd21e9060734400706f52023f421ead869c9d89bb51cf9183d129988ee309d",
   "0011_rejected_signal_bounds.sql": "e5ee5f269b20a5d0aebbb1b295c9a74bf5f911fd166c6301e152c006aeffc6c0",
   "0012_invariants.sql": "c9abf04d3cd63f7793b6bbeb52c959e9263d904bd49d158dcbedd216bac33484",
+  "0013_foreign_keys.sql": "5274586dc1eb52eede7275bc153831a50f6f90a6b8fca3b78a7b73a3385adce3",
 };
 
 /**
