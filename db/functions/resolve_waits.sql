@@ -29,11 +29,13 @@ RETURNS SETOF signalbox.waits LANGUAGE plpgsql AS $$
 DECLARE
   v_event constant text := signalbox.resolution_event(p_status);
   v_rows tid[] := p_rows;
-  v_resolved signalbox.waits[];
-  v_jobs text[];
-  v_callbacks text[];
-  v_composites text[];
-  v_parents text[];
+  v_row tid;
+  v_id text;
+  v_signal_id text;
+  v_wait signalbox.waits;
+  v_callbacks text[] := '{}';
+  v_composites text[] := '{}';
+  v_parents text[] := '{}';
   v_members text[];
   v_member_rows tid[];
   v_parent text;
@@ -49,45 +51,47 @@ BEGIN
       INTO v_rows USING p_ids;
   END IF;
 
-  -- Every wait's compare-and-set, its history event and its wake-up, in one statement (a batch
-  -- of 1,000 timeouts was 1,000 statements). The event ids are drawn in p_ids' order (a function
-  -- scan yields its rows in order), so a run's history lists them as the caller gave them; a
-  -- wait that had left `waiting` already changes nothing (its drawn id is a gap, as a rollback's).
-  WITH t AS MATERIALIZED (
-    SELECT t.id, t.row, t.signal_id, t.n, nextval(pg_get_serial_sequence('signalbox.events', 'id')) AS event_id
-      FROM unnest(p_ids, v_rows, p_signal_ids) WITH ORDINALITY AS t(id, row, signal_id, n)
-      WHERE t.row IS NOT NULL
-  ), w AS (
-    UPDATE signalbox.waits w SET
-        status = p_status,
-        resolved_at = now(),
-        signal_id = t.signal_id,
-        resolution_event_id = t.event_id,
-        delivery_status = signalbox.delivery_status_on_resolve(w.callback_url)
-      FROM t
-      WHERE w.ctid = t.row AND w.id = t.id AND w.status = 'waiting' AND (NOT p_due_only OR w.timeout_at <= now())
-      RETURNING w AS wait, t.n
-  ), e AS (
-    INSERT INTO signalbox.events (id, run_id, type, wait_id, signal_id, data, occurred_at)
-      SELECT (w.wait).resolution_event_id, (w.wait).run_id, v_event, (w.wait).id, (w.wait).signal_id, p_data, (w.wait).resolved_at
-      FROM w ORDER BY w.n
-  )
-  SELECT array_agg(w.wait ORDER BY w.n),
-         -- Their own pending jobs (timeout, timer, sensor poll) would only find them resolved.
-         array_agg(signalbox.job_key('expire_wait', (w.wait).id)) FILTER (WHERE (w.wait).timeout_at IS NOT NULL)
-           || array_agg(signalbox.job_key(CASE (w.wait).kind WHEN 'timer' THEN 'fire_timer' ELSE 'poll_sensor' END, (w.wait).id))
-                FILTER (WHERE (w.wait).kind IN ('timer', 'sensor')),
-         coalesce(array_agg((w.wait).id ORDER BY w.n) FILTER (WHERE (w.wait).callback_url IS NOT NULL), '{}'),
-         coalesce(array_agg((w.wait).id ORDER BY w.n) FILTER (WHERE (w.wait).kind IN ('all', 'any')), '{}'),
-         coalesce(array_agg(DISTINCT (w.wait).parent_wait_id) FILTER (WHERE (w.wait).parent_wait_id IS NOT NULL), '{}')
-    INTO v_resolved, v_jobs, v_callbacks, v_composites, v_parents
-    FROM w CROSS JOIN LATERAL (SELECT pg_notify(signalbox.wait_changed_channel(), (w.wait).id)) AS notified;
-  IF v_resolved IS NULL THEN
-    RETURN; -- all had left `waiting` already: this call changes nothing
-  END IF;
-  IF v_jobs IS NOT NULL THEN
-    PERFORM graphile_worker.remove_job(k) FROM unnest(v_jobs) AS k;
-  END IF;
+  FOR i IN 1 .. cardinality(p_ids) LOOP
+    v_row := v_rows[i];
+    v_id := p_ids[i];
+    v_signal_id := p_signal_ids[i];
+    CONTINUE WHEN v_row IS NULL;
+    -- The compare-and-set, its history event and the wake-up, in one statement.
+    WITH w AS (
+      UPDATE signalbox.waits w SET
+          status = p_status,
+          resolved_at = now(),
+          signal_id = v_signal_id,
+          resolution_event_id = nextval(pg_get_serial_sequence('signalbox.events', 'id')),
+          delivery_status = signalbox.delivery_status_on_resolve(w.callback_url)
+        WHERE w.ctid = v_row AND w.id = v_id AND w.status = 'waiting' AND (NOT p_due_only OR w.timeout_at <= now())
+        RETURNING w.*
+    ), e AS (
+      INSERT INTO signalbox.events (id, run_id, type, wait_id, signal_id, data, occurred_at)
+        SELECT w.resolution_event_id, w.run_id, v_event, w.id, w.signal_id, p_data, w.resolved_at FROM w
+    )
+    SELECT w.* INTO v_wait FROM w CROSS JOIN LATERAL (SELECT pg_notify(signalbox.wait_changed_channel(), w.id)) AS notified;
+    CONTINUE WHEN NOT FOUND; -- it had left `waiting` already: this call changes nothing for it
+
+    -- Its own pending jobs would only find it resolved.
+    IF v_wait.timeout_at IS NOT NULL THEN
+      PERFORM graphile_worker.remove_job(signalbox.job_key('expire_wait', v_wait.id));
+    END IF;
+    IF v_wait.kind = 'timer' THEN
+      PERFORM graphile_worker.remove_job(signalbox.job_key('fire_timer', v_wait.id));
+    ELSIF v_wait.kind = 'sensor' THEN
+      PERFORM graphile_worker.remove_job(signalbox.job_key('poll_sensor', v_wait.id));
+    ELSIF v_wait.kind IN ('all', 'any') THEN
+      v_composites := v_composites || v_wait.id;
+    END IF;
+    IF v_wait.callback_url IS NOT NULL THEN
+      v_callbacks := v_callbacks || v_wait.id;
+    END IF;
+    IF v_wait.parent_wait_id IS NOT NULL AND NOT v_wait.parent_wait_id = ANY (v_parents) THEN
+      v_parents := v_parents || v_wait.parent_wait_id;
+    END IF;
+    RETURN NEXT v_wait;
+  END LOOP;
 
   -- One add_jobs (one NOTIFY to the workers) for every callback.
   IF cardinality(v_callbacks) > 0 THEN
@@ -112,7 +116,6 @@ BEGIN
   FOREACH v_parent IN ARRAY v_parents LOOP
     PERFORM signalbox.settle_composite(v_parent);
   END LOOP;
-  RETURN QUERY SELECT * FROM unnest(v_resolved);
 END;
 $$;
 
