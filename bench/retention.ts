@@ -76,6 +76,9 @@ export async function retentionBench(o: RetentionBenchOptions): Promise<Retentio
     await c.begin(async (tx) => {
       // The events trigger would NOTIFY once per event: not what a month of history did at once.
       await tx`set local session_replication_role = replica`;
+      // Their runs first, as the service writes them: waits and events reference runs (not checked
+      // here, triggers being off, but the history should be one the service could have made).
+      await tx`insert into signalbox.runs (run_id) select 'old-' || g from generate_series(0, least(${waits}::int, 99999)) g on conflict do nothing`;
       await tx`
         insert into signalbox.waits (id, run_id, signal, status, created_at, resolved_at, signal_id, resolution_event_id, callback_url, delivery_status)
         select 'wt_old_' || g, 'old-' || (g % 100000), 'bench-old-' || (g % 7), 'received',

@@ -23,9 +23,10 @@ export function createLogger(level: string, destination?: DestinationStream): Lo
   return destination ? pino(options, destination) : pino(options);
 }
 
-/** graphile-worker's logger, routed into ours. */
-export function workerLogger(log: Log): WorkerLogger {
+/** graphile-worker's logger, routed into ours; `observe` also hears each line (some failures are told only there). */
+export function workerLogger(log: Log, observe?: (level: string, message: string) => void): WorkerLogger {
   return new WorkerLogger((scope) => (level, message, meta) => {
+    observe?.(level, message);
     const fields = { scope: { label: scope.label, taskIdentifier: scope.taskIdentifier, jobId: scope.jobId }, ...meta };
     // The sweep runs every few seconds: its routine completions are debug, not info.
     const routine = level === "info" && message.startsWith("Completed task ") && message.includes(" (sweep, ");

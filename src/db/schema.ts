@@ -68,7 +68,8 @@ export const waits = signalbox.table(
   "waits",
   {
     id: text("id").primaryKey(),
-    runId: text("run_id").notNull(),
+    /** Every wait belongs to a run row (the run lock inserts it first; runs are never deleted). */
+    runId: text("run_id").notNull().references(() => runs.runId),
     signal: text("signal").notNull(),
     key: text("key"),
     status: text("status").notNull().default("waiting"),
@@ -193,7 +194,8 @@ export const events = signalbox.table(
   "events",
   {
     id: bigint("id", { mode: "number" }).primaryKey().generatedByDefaultAsIdentity(),
-    runId: text("run_id").notNull(),
+    /** Every event belongs to a run row, as every wait does (signals do not: a rejection makes no run). */
+    runId: text("run_id").notNull().references(() => runs.runId),
     type: text("type").notNull(),
     waitId: text("wait_id"),
     signalId: text("signal_id"),

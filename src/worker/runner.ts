@@ -44,6 +44,8 @@ interface Incarnation {
 }
 
 const STOP_RUNNER_MS = 4_000;
+/** How graphile-worker 0.18's LocalQueue logs a fetch that failed (it emits no event for it). */
+const LOCAL_QUEUE_FETCH_FAILED = "Error occurred fetching jobs";
 /** A runner whose workers have not reached the database for this long (and run nothing) is not polling. */
 const POLL_SILENCE_MS = 5_000;
 /** How long a runner that stopped by itself may take to finish before its jobs are released anyway. */
@@ -83,6 +85,12 @@ export async function startWorker(deps: TaskDeps, opts: WorkerOptions): Promise<
     events.on("pool:listen:error", () => (me.listening = false));
     events.on("worker:getJob:error", () => (me.lastPollError = Date.now()));
     events.on("worker:getJob:empty", () => (me.lastPollOk = Date.now()));
+    // The local queue fetches for the workers (they wait on it, silent, while it finds nothing):
+    // its fetches are the polls. A failed fetch is only logged, so the log line tells it.
+    events.on("localQueue:getJobs:complete", () => (me.lastPollOk = Date.now()));
+    const observe = (level: string, message: string) => {
+      if (level === "error" && message.startsWith(LOCAL_QUEUE_FETCH_FAILED)) me.lastPollError = Date.now();
+    };
     events.on("job:start", () => ((me.lastPollOk = Date.now()), me.jobsRunning++));
     events.on("job:complete", () => me.jobsRunning--);
     // A pool shuts itself down when its workers exit or it cannot record job outcomes (the
@@ -95,13 +103,18 @@ export async function startWorker(deps: TaskDeps, opts: WorkerOptions): Promise<
       noHandleSignals: true,
       concurrency: opts.concurrency,
       pollInterval: opts.pollIntervalMs,
-      logger: workerLogger(deps.log),
+      logger: workerLogger(deps.log, observe),
       taskList: taskList(deps),
       parsedCronItems: [], // no crontab: the sweep schedules itself
-      // No local queue: when the database goes away it fails to hand back the jobs it holds and
-      // its retries outlive the pool (graphile-worker 0.18 then rejects or exits from
-      // background promises). Each worker asks for its own job instead.
-      preset: { worker: { completeJobBatchDelay: 0, failJobBatchDelay: 0 } },
+      // The local queue: one get_job at a time for all the workers, a batch of up to
+      // `concurrency` jobs each, and NOTIFYs arriving meanwhile folded into one more fetch.
+      // Without it every idle worker polls by itself and each NOTIFY (one per job queued, a
+      // future timeout's too) sets every busy worker asking again: two empty get_jobs per wait
+      // opened. What it holds when the database goes away: jobs it fetched and no worker took
+      // yet stay locked by this pool; when the pool stops (it does, the database gone long
+      // enough) the supervisor releases whatever the pool id still holds (`releaseWhenFinished`),
+      // and its own retries of handing them back only unlock rows still locked by its id.
+      preset: { worker: { completeJobBatchDelay: 0, failJobBatchDelay: 0, localQueue: { size: opts.concurrency } } },
     });
     if (me.dying) throw new Error("the worker pool shut down while starting");
     current = me;

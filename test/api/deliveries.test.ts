@@ -368,6 +368,7 @@ describe("signalbox.record_delivery_attempt (no worker: the jobs it schedules st
 
   it("backs off as retryDelayS within a round, gives up at the round's last attempt, and a new round starts over", async () => {
     const id = "wt_recordfn";
+    await sql()`insert into signalbox.runs (run_id) values ('r-fn')`; // a wait references its run
     await sql()`
       insert into signalbox.waits (id, run_id, signal, status, resolved_at, callback_url, resolution_event_id, delivery_status)
       values (${id}, 'r-fn', 'approval', 'cancelled', now(), 'http://engine:9000/resume', 7, 'pending')`;

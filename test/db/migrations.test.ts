@@ -28,6 +28,7 @@ const COMMITTED: Record<string, string> = {
   "0011_rejected_signal_bounds.sql": "e5ee5f269b20a5d0aebbb1b295c9a74bf5f911fd166c6301e152c006aeffc6c0",
   "0012_invariants.sql": "c9abf04d3cd63f7793b6bbeb52c959e9263d904bd49d158dcbedd216bac33484",
   "0013_visible_deliveries.sql": "0efafae2a64fc132b2776e83c0536944cb710ed20c07214cc09f7d1c932442a0",
+  "0014_foreign_keys.sql": "5274586dc1eb52eede7275bc153831a50f6f90a6b8fca3b78a7b73a3385adce3",
 };
 
 /**

@@ -192,6 +192,7 @@ describe("what is purged", () => {
 describe("how it is purged", () => {
   it("in many small batches, each one short transaction of a few hundred rows at most", async () => {
     // 450 resolved waits (each with two events and its signal) and 2,500 rejections, 40 days old.
+    await db()`insert into signalbox.runs (run_id) select 'bulk-w-' || g from generate_series(1, 450) g`; // waits and events reference their run
     await db()`
       insert into signalbox.waits (id, run_id, signal, status, created_at, resolved_at, signal_id, resolution_event_id, callback_url, delivery_status)
       select 'wt_bulk_' || g, 'bulk-w-' || g, 'approval', 'received', now() - interval '41 days', now() - interval '40 days', 'sg_bulk_w' || g, g,

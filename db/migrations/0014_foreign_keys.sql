@@ -1,0 +1,2 @@
+ALTER TABLE "signalbox"."events" ADD CONSTRAINT "events_run_id_runs_run_id_fk" FOREIGN KEY ("run_id") REFERENCES "signalbox"."runs"("run_id") ON DELETE no action ON UPDATE no action;--> statement-breakpoint
+ALTER TABLE "signalbox"."waits" ADD CONSTRAINT "waits_run_id_runs_run_id_fk" FOREIGN KEY ("run_id") REFERENCES "signalbox"."runs"("run_id") ON DELETE no action ON UPDATE no action;
