@@ -19,10 +19,13 @@ const load = (file: string, type: string) => {
 
 const css = load("console.css", "text/css; charset=utf-8");
 const js = load("console.js", "text/javascript; charset=utf-8");
+// Served, so a browser does not ask for /favicon.ico (a management path, 401 without a token).
+const icon = load("favicon.svg", "image/svg+xml");
 
 export const ASSETS_PREFIX = "/console/assets/";
-export const ASSET_PATHS = { css: ASSETS_PREFIX + css.name, js: ASSETS_PREFIX + js.name };
+export const ASSET_PATHS = { css: ASSETS_PREFIX + css.name, js: ASSETS_PREFIX + js.name, icon: ASSETS_PREFIX + icon.name };
 export const ASSETS = new Map<string, Asset>([
   [css.name, css.asset],
   [js.name, js.asset],
+  [icon.name, icon.asset],
 ]);

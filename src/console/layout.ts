@@ -35,6 +35,7 @@ export function page(frame: PageFrame, body: Html): Html {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="robots" content="noindex">
 <title>${frame.title} · signalbox console</title>
+<link rel="icon" href="${ASSET_PATHS.icon}" type="image/svg+xml">
 <link rel="stylesheet" href="${ASSET_PATHS.css}">
 <script src="${ASSET_PATHS.js}" defer></script>
 </head>
