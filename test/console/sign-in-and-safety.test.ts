@@ -178,6 +178,38 @@ describe("bad input gets a clear page, never a 5xx", () => {
   });
 });
 
+describe("answering approvals over HTTP", () => {
+  it("a response the type does not allow, an unknown wait, a wait that is no approval: a page, and nothing recorded", async () => {
+    await app.api("/signal-types/decision", { method: "PUT", json: { auth: { scheme: "none" }, responses: ["approve", "reject"] } });
+    const open = async (run: string, body: unknown) => ((await (await app.api(`/runs/${run}/waits`, { method: "POST", json: body })).json()) as { id: string }).id;
+    const decision = await open("answer-1", { signal: "decision" });
+    const plain = await open("answer-2", { signal: "approval" });
+    const op = await signInConsole(app);
+
+    const maybe = await op.post(`/console/approvals/${decision}`, { response: "maybe" });
+    expect(maybe.status).toBe(400);
+    expect(await maybe.text()).toContain("must be one of approve, reject");
+    expect((await op.post("/console/approvals/wt_0000000000000000000000000", { response: "approve" })).status).toBe(404);
+    expect((await op.post(`/console/approvals/${plain}`, { response: "approve" })).status).toBe(409);
+    expect((await op.post("/console/approvals/not-an-id", { response: "approve" })).status).toBe(400);
+    const signals = (await (await app.api("/runs/answer-1/signals")).json()) as { items: unknown[] };
+    expect(signals.items).toEqual([]);
+  });
+
+  it("one vote per operator on a quorum wait: the same answer again is a duplicate, a different one is refused", async () => {
+    const id = ((await (await app.api("/runs/answer-3/waits", { method: "POST", json: { signal: "decision", quorum: { count: 2 } } })).json()) as { id: string }).id;
+    const op = await signInConsole(app, { name: "Pat" });
+    const first = await op.post(`/console/approvals/${id}`, { response: "approve" });
+    expect(first.headers.get("location")).toBe("/console/approvals?answered=vote");
+    expect((await op.post(`/console/approvals/${id}`, { response: "approve" })).headers.get("location")).toBe("/console/approvals?answered=duplicate");
+    expect((await op.post(`/console/approvals/${id}`, { response: "reject" })).headers.get("location")).toBe("/console/approvals?answered=rejected_idempotency_conflict");
+    const wait = (await (await app.api(`/waits/${id}`)).json()) as { status: string; votes: unknown };
+    expect(wait).toMatchObject({ status: "waiting", votes: { approve: ["Pat"] } });
+    const page = await (await op.get("/console/approvals?answered=rejected_idempotency_conflict")).text();
+    expect(page).toContain("your first answer stands");
+  });
+});
+
 describe("https", () => {
   it("behind an https public URL the cookie is Secure", async () => {
     const secure = await startTestApp({ env: { SIGNALBOX_PUBLIC_URL: "https://signalbox.example.com" }, worker: false, databaseUrl: app.databaseUrl });

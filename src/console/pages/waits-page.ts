@@ -28,9 +28,11 @@ export function parseWaitsQuery(params: URLSearchParams): { query: WaitsQuery; p
     return v === undefined || v === "" ? undefined : v;
   };
   const signal = text("signal");
-  if (signal !== undefined) SIGNAL_NAME.test(signal) ? (query.signal = signal) : problems.push("Signal: 1 to 100 characters from A-Z a-z 0-9 . _ -, starting with a letter or digit.");
+  if (signal !== undefined && SIGNAL_NAME.test(signal)) query.signal = signal;
+  else if (signal !== undefined) problems.push("Signal: 1 to 100 characters from A-Z a-z 0-9 . _ -, starting with a letter or digit.");
   const run = text("run");
-  if (run !== undefined) RUN_ID.test(run) ? (query.run = run) : problems.push("Run: 1 to 200 characters from A-Z a-z 0-9 . _ : @ -.");
+  if (run !== undefined && RUN_ID.test(run)) query.run = run;
+  else if (run !== undefined) problems.push("Run: 1 to 200 characters from A-Z a-z 0-9 . _ : @ -.");
   for (const pair of params.getAll("meta")) {
     if (pair.trim() === "") continue;
     const eq = pair.indexOf("=");
@@ -45,8 +47,9 @@ export function parseWaitsQuery(params: URLSearchParams): { query: WaitsQuery; p
     if (at) query[field] = at;
     else problems.push(`${label}: a date and time (UTC), e.g. 2026-12-01T09:00.`);
   }
-  const kind = text("kind");
-  if (kind !== undefined) (WAIT_KINDS as readonly string[]).includes(kind) ? (query.kind = kind as WaitsQuery["kind"]) : problems.push(`Kind: one of ${WAIT_KINDS.join(", ")}.`);
+  const kind = WAIT_KINDS.find((k) => k === text("kind"));
+  if (kind) query.kind = kind;
+  else if (text("kind") !== undefined) problems.push(`Kind: one of ${WAIT_KINDS.join(", ")}.`);
   const cursor = text("cursor");
   if (cursor !== undefined) query.cursor = cursor;
   return { query, problems };
