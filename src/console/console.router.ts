@@ -73,7 +73,7 @@ export function consoleRouter(deps: ConsoleDeps) {
     }
     if (err instanceof ServiceError) return render(c, errorPage(frameOf(c), titleFor(err.status), err.message), err.status as ContentfulStatusCode);
     deps.log.error({ err: { type: (err as Error)?.name, message: String((err as Error)?.message ?? err).split("\n")[0] } }, "console page failed");
-    return render(c, errorPage(frameOf(c), "Something went wrong", `The page could not be made; quote request id ${c.get("requestId" as never) ?? "-"} when reporting it.`), 500);
+    return render(c, errorPage(frameOf(c), "Something went wrong", `The page could not be made; quote request id ${c.get("requestId") ?? "-"} when reporting it.`), 500);
   });
 
   app.get("/assets/:name", (c) => {
@@ -204,7 +204,10 @@ export function consoleRouter(deps: ConsoleDeps) {
     return c.redirect(`${CONSOLE}/approvals?answered=${encodeURIComponent(said)}`, 303);
   });
 
-  app.all("*", (c) => render(c, errorPage(frameOf(c), "Not found", `The console has no page at ${new URL(c.req.url).pathname}.`), 404));
+  app.all("*", (c) => {
+    if (c.req.method === "GET" && new URL(c.req.url).pathname === `${CONSOLE}/`) return c.redirect(`${CONSOLE}/waits`, 303);
+    return render(c, errorPage(frameOf(c), "Not found", `The console has no page at ${new URL(c.req.url).pathname}.`), 404);
+  });
   return app;
 }
 

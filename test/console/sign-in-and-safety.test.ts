@@ -91,6 +91,15 @@ describe("signing in", () => {
     expect(page).not.toContain(jwt);
   });
 
+  it("/console and /console/ lead to the pending waits", async () => {
+    const op = await signInConsole(app);
+    for (const p of ["/console", "/console/"]) {
+      const res = await op.get(p);
+      expect(res.status, p).toBe(303);
+      expect(res.headers.get("location"), p).toBe("/console/waits");
+    }
+  });
+
   it("a tampered or foreign cookie is no session", async () => {
     const op = await signInConsole(app);
     const [name, value] = op.cookie.split("=");
