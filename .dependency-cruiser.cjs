@@ -25,7 +25,7 @@ const floors = [
     paths: ["^src/delivery/", "^src/notifications/", "^src/timeouts/", "^src/timers/", "^src/sensors/", "^src/retention/"],
   },
   { name: "approvals, operations", paths: [`^src/approvals/${notRouter}`, "^src/operations/"] },
-  { name: "routers", paths: ["[.]router[.]ts$"] },
+  { name: "routers", paths: ["[.]router[.]ts$", "^src/console/"] },
   { name: "entrances", paths: ["^src/app[.]ts$", "^src/worker/", "^src/openapi-document[.]ts$"] },
   { name: "main", paths: ["^src/main[.]ts$"] },
 ];

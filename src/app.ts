@@ -24,6 +24,7 @@ import type { ChangeFeed } from "./events/change-feed.ts";
 import { waitsRouter } from "./waits/waits.router.ts";
 import { APPROVAL_LINK_PREFIX, approvalsRouter } from "./approvals/approvals.router.ts";
 import { deliveriesRouter } from "./delivery/deliveries.router.ts";
+import { consoleRouter, isConsolePath } from "./console/console.router.ts";
 
 export interface AppDeps extends Deps {
   changes: ChangeFeed;
@@ -106,7 +107,8 @@ export function createApp(deps: AppDeps) {
     }),
   );
   // Who is asking before any body is read: hono's bodyLimit buffers a chunked body whole.
-  app.use(managementAuth({ skip: (method, path) => PUBLIC_PATHS.has(path) || isIntake(method, path) || isApprovalLink(path), verify: verifyToken }));
+  // The console signs its operators in with the same credentials and keeps a session cookie.
+  app.use(managementAuth({ skip: (method, path) => PUBLIC_PATHS.has(path) || isIntake(method, path) || isApprovalLink(path) || isConsolePath(path), verify: verifyToken }));
   app.use(async function limitBody(c, next) {
     // Intake and approval links read and cap their raw bodies themselves, after their own credential.
     if (isIntake(c.req.method, c.req.path) || isApprovalLink(c.req.path)) return next();
@@ -132,6 +134,7 @@ export function createApp(deps: AppDeps) {
   app.route("/", signalsRouter({ ...deps, metrics, isManagementToken: verifyToken }));
   app.route("/", runsRouter(deps));
   app.route("/", approvalsRouter({ ...deps, metrics }));
+  app.route("/console", consoleRouter({ ...deps, metrics, verifyToken }));
 
   app.openAPIRegistry.registerComponent("securitySchemes", "bearerAuth", {
     type: "http",

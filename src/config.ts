@@ -104,6 +104,10 @@ const ConfigSchema = z.object({
   SIGNALBOX_RETENTION_DAYS: z.coerce.number().int().min(0).default(30),
   /** Rejected signals kept per signal type (anyone may cause them), the oldest purged first by the retention job; 0: no cap. */
   SIGNALBOX_REJECTED_PER_SIGNAL_TYPE: z.coerce.number().int().min(0).default(10_000),
+  /** Signs operator-console sessions (raw UTF-8, at least 32 bytes); unset, a key is derived from the callback secret. */
+  SIGNALBOX_CONSOLE_KEY: z.string().min(32, "SIGNALBOX_CONSOLE_KEY must be at least 32 bytes").optional(),
+  /** How long a console sign-in lasts (a JWT's own `exp` ends it sooner). */
+  SIGNALBOX_CONSOLE_SESSION_S: z.coerce.number().int().min(60).max(7 * 86400).default(8 * 3600),
   LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
 });
 

@@ -1,4 +1,4 @@
-import { and, asc, eq, getTableColumns, lt, sql, type SQL } from "drizzle-orm";
+import { and, asc, eq, getTableColumns, gt, lt, sql, type SQL } from "drizzle-orm";
 import type { Queryable } from "../db/client.ts";
 import { events, signals, waits } from "../db/schema.ts";
 import type { WaitRow } from "./wait-view.ts";
@@ -36,7 +36,10 @@ export interface WaitFilter {
   delivery?: string;
   metadata?: Record<string, string>;
   deadlineBefore?: Date;
+  /** Only waits with a deadline after this instant (the console's "times out after"). */
+  deadlineAfter?: Date;
   createdBefore?: Date;
+  kind?: string;
   after?: { createdAt: Date; id: string };
 }
 
@@ -55,6 +58,8 @@ export async function listWaits(q: Queryable, f: WaitFilter, limit: number): Pro
     conditions.push(sql`${waits.metadata} @> ${JSON.stringify(f.metadata)}::jsonb and ${waits.metadata} <> '{}'::jsonb`);
   }
   if (f.deadlineBefore) conditions.push(lt(waits.timeoutAt, f.deadlineBefore));
+  if (f.deadlineAfter) conditions.push(gt(waits.timeoutAt, f.deadlineAfter));
+  if (f.kind !== undefined) conditions.push(eq(waits.kind, f.kind));
   if (f.createdBefore) conditions.push(lt(waits.createdAt, f.createdBefore));
   if (f.after) {
     conditions.push(sql`(${waits.createdAt}, ${waits.id}) > (${f.after.createdAt.toISOString()}::timestamptz, ${f.after.id}::text)`);

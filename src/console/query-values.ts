@@ -1,0 +1,22 @@
+/** What the API accepts for a run id and a signal name (API.md, Conventions). */
+export const RUN_ID = /^[A-Za-z0-9._:@-]{1,200}$/;
+export const SIGNAL_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
+
+const LOCAL = /^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2})(:\d{2})?$/;
+const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/i;
+
+/**
+ * An instant from a filter: a browser's datetime-local value (no zone: read as UTC, as the
+ * form says) or RFC 3339 (what the page's own links carry).
+ */
+export function parseInstant(text: string): Date | undefined {
+  const local = LOCAL.exec(text);
+  const iso = local ? `${local[1]}T${local[2]}${local[3] ?? ":00"}Z` : RFC3339.test(text) ? text : undefined;
+  if (iso === undefined) return undefined;
+  const at = new Date(iso);
+  const year = at.getUTCFullYear();
+  return Number.isNaN(at.getTime()) || year < 1970 || year > 9999 ? undefined : at;
+}
+
+/** A datetime-local input's value for an instant (UTC, to the second). */
+export const toInputInstant = (at: Date | undefined) => (at ? at.toISOString().slice(0, 19) : "");
