@@ -10,7 +10,8 @@
  *     type, unknown names, bad signatures; 2 processes x 64 connections, closed loop) from one
  *     address, then with every request from another address; target under 2x quiet;
  *  2. intake p99 while 8 clients post 100,000-field forms to forged approval links, target < 50 ms;
- *  3. 20,000 slow clients (headers or body trickled, from 4 addresses, 3 processes): /healthz,
+ *  3. 20,000 slow clients (headers or body trickled, from 40 addresses, 3 processes; twice the
+ *     connection cap, each address within its share): /healthz,
  *     /readyz and an authenticated call keep answering (p99, failures);
  *  4. the service's heap (after a full collection, through the inspector) before and after
  *     300,000 random unknown signal names, target growth < 20 MiB;
@@ -41,6 +42,8 @@ const NAMES = Number(env.BENCH_HOSTILE_NAMES ?? 300_000);
 /** The names phase stops here even if not all were sent (each costs a database lookup: ~1,500/s here). */
 const NAMES_MAX_MS = Number(env.BENCH_HOSTILE_NAMES_MAX_S ?? 100) * 1000;
 const LEGIT_RATE = 50;
+/** 40 addresses, 500 slow clients each at the default: within each address's share (1,000), twice the total cap (10,000). */
+const SLOW_ADDRESSES = Array.from({ length: 40 }, (_, i) => `127.0.2.${i + 1}`);
 const LEGIT = "legit";
 const OPEN = "open";
 const SIGNED = "signed";
@@ -208,10 +211,10 @@ export async function hostileBench(o: HostileBenchOptions): Promise<HostileBench
   const forms = await during([{ kind: "forms", baseUrl: base, concurrency: 8, durationMs: PHASE_MS + 2000 }]);
 
   // 3: slow clients; the probes and a management call from loopback meanwhile.
-  o.log(`hostile: ${SLOW} slow clients from 4 addresses (3 processes); probes at 20/s each`);
+  o.log(`hostile: ${SLOW} slow clients from ${SLOW_ADDRESSES.length} addresses (3 processes); probes at 20/s each`);
   const perProcess = Math.ceil(SLOW / 3);
   const slowAttack = attack(
-    [0, 1, 2].map((p) => ({ kind: "slow", baseUrl: base, count: Math.min(perProcess, SLOW - p * perProcess), localAddresses: ["127.0.0.2", "127.0.0.3", "127.0.0.4", "127.0.0.5"], durationMs: 2 * PHASE_MS + 10_000 }) as const),
+    [0, 1, 2].map((p) => ({ kind: "slow", baseUrl: base, count: Math.min(perProcess, SLOW - p * perProcess), localAddresses: SLOW_ADDRESSES, durationMs: 2 * PHASE_MS + 10_000 }) as const),
   );
   await new Promise((r) => setTimeout(r, 10_000)); // all connected (or refused) first
   const probe = (pathname: string, headers: Record<string, string>) => {
