@@ -91,7 +91,8 @@ export function createApp(deps: AppDeps) {
     // routePath is the pattern (/waits/:id), so labels stay few whatever the ids are.
     metrics.httpDuration.observe({ method: c.req.method, route: c.req.routePath, status: String(c.res.status) }, seconds);
     if (mayLogRequest(sayHeld("request lines", "info"))) {
-      deps.log.info({ method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(seconds * 1000) }, "request");
+      // Said here, after the request's log context has ended (the mixin no longer adds it).
+      deps.log.info({ requestId: c.get("requestId"), method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(seconds * 1000) }, "request");
     }
   });
   // Bursts are capped per sender before anything else is done for them, burst twice the rate.
