@@ -85,7 +85,7 @@ export interface RateLimitOptions {
 }
 
 /**
- * A 429 is answered this late: a client that asks again as soon as it is refused (a flood in a
+ * A 429 is answered about this late: a client that asks again as soon as it is refused (a flood in a
  * closed loop: 11,000 429s a second from 128 connections took most of both cores) then sends one
  * request a second per connection; one that honours Retry-After (1 s or more) loses nothing.
  */
@@ -114,7 +114,9 @@ export const rateLimit = (opts: RateLimitOptions): MiddlewareHandler => {
     if (tarpitted < MAX_TARPITTED) {
       tarpitted++;
       try {
-        await new Promise((resolve) => setTimeout(resolve, TARPIT_MS));
+        // Spread over half to one and a half times it: refused together, a flood's connections
+        // would otherwise come back together, a burst each second.
+        await new Promise((resolve) => setTimeout(resolve, TARPIT_MS * (0.5 + Math.random())));
       } finally {
         tarpitted--;
       }
