@@ -61,8 +61,8 @@ describe("requests held open (long-polls, event streams)", () => {
   }
 
   it("cost the server under 32 KiB each, and past the cap answer 503 with Retry-After", async () => {
-    // The hostile-clients issue asks for under 32 KiB. Measured here 25.7 (long-poll) and 22
-    // (event stream), from 31.9 and about 33 before hono's middleware layers were chained into two
+    // The hostile-clients issue asks for under 32 KiB. Measured here 26.4 (long-poll) and 19 to
+    // 23 (event stream), from 31.9 and about 33 before hono's middleware layers were chained into two
     // (a suspended frame each, kept by every held request) and an event stream became one
     // ReadableStream instead of a TransformStream; a bare hono server holds a request for about 9.
     // A first few of each, so what is built once per process (compiled code, caches) is not counted.
