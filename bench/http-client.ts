@@ -98,12 +98,15 @@ export function rawHttpClient(baseUrl: string, headers: Record<string, string>) 
     .map(([k, v]) => `${k}: ${v}\r\n`)
     .join("");
   const idle: Connection[] = [];
-  return async function request(method: string, path: string, body?: string): Promise<RawResponse> {
+  /** `more`: headers of this request alone (e.g. a sender's X-Forwarded-For). */
+  return async function request(method: string, path: string, body?: string, more: Record<string, string> = {}): Promise<RawResponse> {
     let conn = idle.pop();
     while (conn?.broken) conn = idle.pop();
     conn ??= new Connection(host, port);
     const payload = body === undefined ? "" : body;
-    const head = `${method} ${path} HTTP/1.1\r\n${fixed}${body === undefined ? "" : "content-type: application/json\r\n"}content-length: ${Buffer.byteLength(payload)}\r\n\r\n`;
+    let extra = "";
+    for (const k in more) extra += `${k}: ${more[k]}\r\n`;
+    const head = `${method} ${path} HTTP/1.1\r\n${fixed}${extra}${body === undefined ? "" : "content-type: application/json\r\n"}content-length: ${Buffer.byteLength(payload)}\r\n\r\n`;
     const res = await conn.send(Buffer.from(head + payload));
     if (!conn.broken) idle.push(conn);
     return res;

@@ -14,6 +14,10 @@
  * (BENCH_RETENTION_ROWS, BENCH_RETENTION_PHASE_S (30), BENCH_RETENTION_WAIT_S (120): how long to
  * wait for the purge to end before the phase after it, which is skipped if it has not).
  *
+ * With `--hostile`, step 2 is instead bench/hostile.ts: what anonymous attackers (floods, forged
+ * approval forms, 20,000 slow clients, random signal names, 1 MB rejected payloads) cost a
+ * legitimate sender, the probes, the heap and the disk (BENCH_HOSTILE_* knobs there).
+ *
  * Knobs (environment): BENCH_DATABASE_URL, BENCH_CONCURRENCY (32), BENCH_PHASE_S (10),
  * BENCH_TIMER_WAITS (10000), BENCH_STATEMENTS=1 (load pg_stat_statements into the embedded
  * server and report statements per operation; costs a little throughput; =nested also lists
@@ -30,6 +34,7 @@ import { cpuBetween, cpuSnapshot, postmasterPid, settle, type CpuUse } from "./c
 import { closedLoop, openLoop, type LoadResult } from "./load.ts";
 import { createDatabase, pgbenchVersion, runPgbench, serverVersion, startServer, statementStats, type StatementStats } from "./postgres.ts";
 import { CallbackReceiver } from "./receiver.ts";
+import { hostileBench, printHostile } from "./hostile.ts";
 import { printRetention, retentionBench } from "./retention.ts";
 import { apiClient, startService, type Service } from "./service.ts";
 import { describeLatency, fmtMs, fmtRate, fmtRatio, now, summarize, table, type Summary } from "./stats.ts";
@@ -45,6 +50,7 @@ const WAKE_SAMPLES = Number(env.BENCH_WAKE_SAMPLES ?? 200);
 const API_KEY = `bench_${randomBytes(12).toString("hex")}`;
 const SIGNAL = "bench";
 const RETENTION = process.argv.includes("--retention");
+const HOSTILE = process.argv.includes("--hostile");
 
 const TARGETS = { signalsRatio: 0.12, resumeP99Ms: 50, timerP99Ms: 1000 };
 /** Give up on the timer phase when no timeout callback arrived for this long. */
@@ -144,18 +150,34 @@ async function main() {
   cleanups.push(() => appDb.drop());
   const passThrough = Object.fromEntries(Object.entries(env).filter(([k, v]) => k.startsWith("SIGNALBOX_") && v !== undefined)) as Record<string, string>;
   /** One signalbox process on the bench database (a second one shares it). */
-  const startBroker = async (dataDir: string): Promise<Service> => {
+  const startBroker = async (dataDir: string, more: Record<string, string> = {}, nodeFlags: string[] = []): Promise<Service> => {
     const started = await startService({
       SIGNALBOX_DATA_DIR: path.join(workDir, dataDir),
+      ...more,
       ...passThrough,
       DATABASE_URL: appDb.url,
       SIGNALBOX_API_KEYS: API_KEY,
       SIGNALBOX_CALLBACK_SECRET: `whsec_${randomBytes(32).toString("base64")}`,
       LOG_LEVEL: env.BENCH_SIGNALBOX_LOG_LEVEL ?? "warn",
-    });
+    }, nodeFlags);
     cleanups.push(() => started.stop());
     return started;
   };
+  if (HOSTILE) {
+    // A service of its own, with the public limits as deployed (the main one has them out of reach).
+    const result = await hostileBench({
+      url: appDb.url,
+      dataDir: server.dataDir ?? workDir,
+      log,
+      startBroker: (more, flags) => startBroker("signalbox", more, flags),
+      api: (s) => apiClient(s.baseUrl, API_KEY),
+      token: API_KEY,
+    });
+    const ok = printHostile(result, pgbench.tps);
+    console.log(`
+total time ${((now() - t0) / 1000).toFixed(0)} s`);
+    return ok;
+  }
   log("starting signalbox (node src/main.ts)");
   const service = await startBroker("signalbox");
   pids.service = service.pid;

@@ -21,10 +21,10 @@ export interface Service {
  * signalbox as its own process (`node src/main.ts`), so the load generator does not share its
  * event loop. Migrations run at start; resolves once /readyz answers 200.
  */
-export async function startService(env: Record<string, string>): Promise<Service> {
+export async function startService(env: Record<string, string>, nodeFlags: string[] = []): Promise<Service> {
   const port = await freePort();
   // BENCH_NODE_FLAGS, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof": Node refuses some flags in NODE_OPTIONS.
-  const flags = (process.env.BENCH_NODE_FLAGS ?? "").split(" ").filter(Boolean);
+  const flags = [...(process.env.BENCH_NODE_FLAGS ?? "").split(" ").filter(Boolean), ...nodeFlags];
   const child: ChildProcess = spawn(process.execPath, [...flags, "src/main.ts"], {
     cwd: ROOT,
     // One load generator stands for many senders: the rate limits stay on (their cost is

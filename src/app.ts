@@ -12,6 +12,7 @@ import { isDatabaseUnavailable, type DatabaseAvailability } from "./db/availabil
 import { logBudget, requestContext } from "./core/logger.ts";
 import { createMetrics } from "./core/metrics.ts";
 import { healthRouter, type ReadinessChecks } from "./http/health.router.ts";
+import { chain } from "./http/chain.ts";
 import { inputGuard } from "./http/input-guard.ts";
 import { metricsRouter } from "./http/metrics.router.ts";
 import { rateLimit } from "./http/rate-limit.ts";
@@ -77,54 +78,57 @@ export function createApp(deps: AppDeps) {
   });
   const app = new OpenAPIHono({ defaultHook });
 
-  app.use(requestId()); // honours a well-formed X-Request-Id from the caller
-  app.use(function withRequestContext(c, next) {
-    return requestContext.run({ requestId: c.get("requestId") }, next);
-  });
+  const setRequestId = requestId(); // honours a well-formed X-Request-Id from the caller
   const mayLogRequest = logBudget(deps.config.SIGNALBOX_LOG_REQUESTS_PER_S);
   const mayLogError = logBudget(deps.config.SIGNALBOX_LOG_REQUESTS_PER_S);
   // Request lines held back are the budget working (info); unhandled errors held back are not (warn).
   const sayHeld = (what: string, level: "info" | "warn") => (count: number) => deps.log[level]({ held: count }, `${what} held back in the last second (SIGNALBOX_LOG_REQUESTS_PER_S)`);
-  app.use(async function accessLog(c, next) {
+  // Two layers before the routes: what wraps the whole request (its id, log context and line),
+  // then the checks, chained (see chain.ts): every layer is kept by each held long-poll.
+  app.use(async function requestScope(c, next) {
+    await setRequestId(c, async () => {});
     const started = performance.now();
-    await next();
+    await requestContext.run({ requestId: c.get("requestId") }, next);
     const seconds = (performance.now() - started) / 1000;
     // routePath is the pattern (/waits/:id), so labels stay few whatever the ids are.
     metrics.httpDuration.observe({ method: c.req.method, route: c.req.routePath, status: String(c.res.status) }, seconds);
     if (mayLogRequest(sayHeld("request lines", "info"))) {
-      deps.log.info({ method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(seconds * 1000) }, "request");
+      // Said here, after the request's log context has ended (the mixin no longer adds it).
+      deps.log.info({ requestId: c.get("requestId"), method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(seconds * 1000) }, "request");
     }
   });
   // Bursts are capped per sender before anything else is done for them, burst twice the rate.
   const rate = (perS: number) => (perS > 0 ? { perS, burst: 2 * perS } : null);
   app.use(
-    rateLimit({
-      perAddress: rate(deps.config.SIGNALBOX_RATE_LIMIT_PER_ADDRESS),
-      perSignalType: rate(deps.config.SIGNALBOX_RATE_LIMIT_PER_SIGNAL_TYPE),
-      trustedProxies: deps.config.SIGNALBOX_TRUSTED_PROXIES,
-      classify: (method, path) => (isIntake(method, path) ? (path.split("/")[3] ?? "") : RATE_LIMITED_PATHS.has(path) || isApprovalLink(path) ? "" : null),
-      isManagement: (authorization) => verifyToken(bearerToken(authorization)),
-    }),
-  );
-  // Who is asking before any body is read: hono's bodyLimit buffers a chunked body whole.
-  // The console signs its operators in with the same credentials and keeps a session cookie.
-  app.use(managementAuth({ skip: (method, path) => PUBLIC_PATHS.has(path) || isIntake(method, path) || isApprovalLink(path) || isConsolePath(path), verify: verifyToken }));
-  app.use(async function limitBody(c, next) {
-    // Intake and approval links read and cap their raw bodies themselves, after their own credential.
-    if (isIntake(c.req.method, c.req.path) || isApprovalLink(c.req.path)) return next();
-    return bodyLimit({
-      maxSize: deps.config.SIGNALBOX_MAX_BODY_BYTES,
-      onError: () => {
-        throw new PayloadTooLargeError(`the body is larger than ${deps.config.SIGNALBOX_MAX_BODY_BYTES} bytes`);
+    chain(
+      rateLimit({
+        perAddress: rate(deps.config.SIGNALBOX_RATE_LIMIT_PER_ADDRESS),
+        perSignalType: rate(deps.config.SIGNALBOX_RATE_LIMIT_PER_SIGNAL_TYPE),
+        trustedProxies: deps.config.SIGNALBOX_TRUSTED_PROXIES,
+        classify: (method, path) => (isIntake(method, path) ? (path.split("/")[3] ?? "") : RATE_LIMITED_PATHS.has(path) || isApprovalLink(path) ? "" : null),
+        isManagement: (authorization) => verifyToken(bearerToken(authorization)),
+      }),
+      // Who is asking before any body is read: hono's bodyLimit buffers a chunked body whole.
+      // The console signs its operators in with the same credentials and keeps a session cookie.
+      managementAuth({ skip: (method, path) => PUBLIC_PATHS.has(path) || isIntake(method, path) || isApprovalLink(path) || isConsolePath(path), verify: verifyToken }),
+      async function limitBody(c, next) {
+        // Intake and approval links read and cap their raw bodies themselves, after their own credential.
+        if (isIntake(c.req.method, c.req.path) || isApprovalLink(c.req.path)) return next();
+        return bodyLimit({
+          maxSize: deps.config.SIGNALBOX_MAX_BODY_BYTES,
+          onError: () => {
+            throw new PayloadTooLargeError(`the body is larger than ${deps.config.SIGNALBOX_MAX_BODY_BYTES} bytes`);
+          },
+        })(c, next);
       },
-    })(c, next);
-  });
-  app.use(inputGuard({ skipBody: isIntake }));
-  app.use(async function failFastWhileDatabaseDown(c, next) {
-    // Every route but the public ones reads or writes the database: do not queue for it.
-    if (deps.availability && !deps.availability.up && !PUBLIC_PATHS.has(c.req.path)) throw databaseUnavailable();
-    return next();
-  });
+      inputGuard({ skipBody: isIntake }),
+      async function failFastWhileDatabaseDown(c, next) {
+        // Every route but the public ones reads or writes the database: do not queue for it.
+        if (deps.availability && !deps.availability.up && !PUBLIC_PATHS.has(c.req.path)) throw databaseUnavailable();
+        return next();
+      },
+    ),
+  );
 
   app.route("/", healthRouter(deps.readiness));
   app.route("/", metricsRouter(deps, metrics));

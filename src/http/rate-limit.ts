@@ -85,6 +85,15 @@ export interface RateLimitOptions {
 }
 
 /**
+ * A 429 is answered about this late: a client that asks again as soon as it is refused (a flood in a
+ * closed loop: 11,000 429s a second from 128 connections took most of both cores) then sends one
+ * request a second per connection; one that honours Retry-After (1 s or more) loses nothing.
+ */
+const TARPIT_MS = 1000;
+/** Late answers held at once, at most (each keeps its request, ~25 KiB); past it, 429s are answered at once. */
+const MAX_TARPITTED = 1000;
+
+/**
  * Limits what anyone may send to the public endpoints (intake, approval links, metrics, the
  * API document): 429 problem+json with Retry-After past a client's share, before any work.
  */
@@ -93,6 +102,7 @@ export const rateLimit = (opts: RateLimitOptions): MiddlewareHandler => {
   const byAddress = opts.perAddress && new TokenBuckets(opts.perAddress);
   const bySignalType = opts.perSignalType && new TokenBuckets(opts.perSignalType);
   const now = opts.now ?? Date.now;
+  let tarpitted = 0;
   return async function limitRate(c, next) {
     const signal = opts.classify(c.req.method, c.req.path);
     if (signal === null || (!byAddress && !bySignalType)) return next();
@@ -101,6 +111,16 @@ export const rateLimit = (opts: RateLimitOptions): MiddlewareHandler => {
     const at = now();
     const waitS = Math.max(byAddress?.take(clientAddress(c, proxies), at) ?? 0, signal && bySignalType ? bySignalType.take(signal, at) : 0);
     if (waitS === 0) return next();
+    if (tarpitted < MAX_TARPITTED) {
+      tarpitted++;
+      try {
+        // Spread over half to one and a half times it: refused together, a flood's connections
+        // would otherwise come back together, a burst each second.
+        await new Promise((resolve) => setTimeout(resolve, TARPIT_MS * (0.5 + Math.random())));
+      } finally {
+        tarpitted--;
+      }
+    }
     return problemResponse(
       c,
       { type: "https://signalbox.dev/problems/rate-limited", title: "Too Many Requests", status: 429, detail: `too many requests: try again in ${Math.ceil(waitS)} s` },

@@ -1,7 +1,7 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Deps } from "../deps.ts";
 import { bearerSecurity, commonProblems, defaultHook, json, problems, RunIdSchema, SignalNameSchema } from "../http/openapi.ts";
-import { streamSSE } from "hono/streaming";
+import { sseResponse } from "../http/sse.ts";
 import { BadRequestError } from "../core/errors.ts";
 import type { ChangeFeed } from "../events/change-feed.ts";
 import { EVENT_TYPES, parseEventId } from "../events/events.queries.ts";
@@ -166,15 +166,7 @@ export function runsRouter(deps: Deps & { changes: ChangeFeed; shutdown: AbortSi
       if (afterId === undefined) throw new BadRequestError("Last-Event-ID / after must be an event id (ev_...)", [{ path: "/after", message: "is not an event id" }]);
       const signal = AbortSignal.any([c.req.raw.signal, deps.shutdown]);
       const release = deps.changes.admit(); // 503 past the cap of held requests, before the stream starts
-      return streamSSE(c, async (stream) => {
-        try {
-          for await (const event of streamRunEvents(deps, run, afterId, deps.config.SIGNALBOX_SSE_HEARTBEAT_S * 1000, signal)) {
-            if (event) await stream.writeSSE({ id: event.id, event: event.type, data: JSON.stringify(event) });
-            else await stream.write(": heartbeat\n\n");
-          }
-        } finally {
-          release();
-        }
-      }) as never;
+      const events = streamRunEvents(deps, run, afterId, deps.config.SIGNALBOX_SSE_HEARTBEAT_S * 1000, signal);
+      return sseResponse(events, (event) => ({ id: event.id, event: event.type, data: JSON.stringify(event) }), release, (err) => deps.log.warn({ err: String(err) }, "event stream ended by an error")) as never;
     });
 }
