@@ -10,8 +10,9 @@ import { runMigrations } from "graphile-worker";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MIGRATIONS_DIR, migrateDatabase } from "../../src/db/migrate.ts";
 import { newId } from "../../src/core/ids.ts";
+import { waitFor } from "../helpers/wait-for.ts";
 import { startCallbackReceiver } from "../helpers/callback-receiver.ts";
-import { eventually, intake, openWait } from "../helpers/http.ts";
+import { intake, openWait } from "../helpers/http.ts";
 import { describeSchema } from "../helpers/schema-description.ts";
 import { createTestDatabase, startTestApp } from "../helpers/test-app.ts";
 
@@ -144,12 +145,13 @@ describe.each(levels)("a database migrated at %s", (level) => {
       [fresh.body.id]: "signal.received",
     });
     // Each wait left `waiting` once: one resolution event each, every callback delivered.
-    const rows = await eventually(
+    const rows = await waitFor(
+      "every callback recorded",
       () => sql<{ id: string; delivery_status: string; resolutions: number }[]>`
         select w.id, w.delivery_status,
                (select count(*)::int from signalbox.events e where e.wait_id = w.id and e.type <> 'signal.waiting') as resolutions
           from signalbox.waits w`,
-      (rows) => rows.every((r) => r.delivery_status !== "pending"), // recorded just after the receiver answered
+      { until: (rows) => rows.every((r) => r.delivery_status !== "pending") }, // recorded just after the receiver answered
     );
     expect(rows).toHaveLength(5);
     for (const row of rows) expect(row, row.id).toMatchObject({ delivery_status: "delivered", resolutions: 1 });

@@ -1,7 +1,6 @@
 import { request as httpRequest } from "node:http";
 import { expect } from "vitest";
 import type { TestApp } from "./test-app.ts";
-import { waitFor } from "./wait-for.ts";
 
 export interface ProblemBody {
   type: string;
@@ -22,13 +21,6 @@ export async function expectProblem(res: Response, status: number): Promise<Prob
   expect(body).toMatchObject({ status, type: expect.any(String), title: expect.any(String), detail: expect.any(String) });
   return body;
 }
-
-/**
- * @deprecated Use waitFor (test/helpers/wait-for.ts). Kept, as a delegate, only for the files of
- * test/hostile/ that another branch owns while this one lands; remove once they use waitFor.
- */
-export const eventually = <T>(read: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 10_000): Promise<T> =>
-  waitFor("a condition", read, { until: done, timeoutMs });
 
 /** Reads every page of a list, following next_cursor. */
 export async function readAll<T>(app: TestApp, path: string, limit: number): Promise<{ items: T[]; pages: number }> {

@@ -1,6 +1,7 @@
 import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { declareType, eventually } from "../helpers/http.ts";
+import { waitFor } from "../helpers/wait-for.ts";
+import { declareType} from "../helpers/http.ts";
 import { logCapture } from "../helpers/probes.ts";
 import { startTestApp, type TestApp } from "../helpers/test-app.ts";
 
@@ -32,7 +33,7 @@ describe("clients that hang up mid-upload", () => {
       await hangUpMidUpload(port, "/signals/run-1/upload");
       await hangUpMidUpload(port, "/signal-types/other", "Authorization: Bearer test-management-key\r\n");
     }
-    await eventually(async () => lines.length - before, (n) => n >= 40, 5_000).catch(() => {});
+    await waitFor("40 request lines", () => lines.length - before, { until: (n) => n >= 40, timeoutMs: 5_000 }).catch(() => {});
     const written = lines.slice(before).filter((l) => l.requestId !== undefined); // not the job runner's own lines
     expect(written.filter((l) => l.level >= 40)).toEqual([]); // nothing at warn or above
     expect(written.length).toBeLessThanOrEqual(40);

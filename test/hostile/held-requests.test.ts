@@ -1,7 +1,8 @@
 import { spawn } from "node:child_process";
 import { request, type ClientRequest } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { declareType, eventually, openWait, rawRequest } from "../helpers/http.ts";
+import { waitFor } from "../helpers/wait-for.ts";
+import { declareType, openWait, rawRequest } from "../helpers/http.ts";
 import { heapKiB } from "../helpers/probes.ts";
 import { API_KEY, startTestApp, type TestApp } from "../helpers/test-app.ts";
 
@@ -52,11 +53,11 @@ describe("requests held open (long-polls, event streams)", () => {
     const before = heapKiB();
     const clients = spawn(process.execPath, ["-e", HOLDING_CLIENTS, app.baseUrl, path, String(n), API_KEY, accept], { stdio: "ignore" });
     try {
-      await eventually(async () => app.changes.held, (held) => held === n);
+      await waitFor(`${n} requests held`, () => app.changes.held, { until: (held) => held === n });
       return (heapKiB() - before) / n;
     } finally {
       clients.kill("SIGKILL");
-      await eventually(async () => app.changes.held, (n) => n === 0);
+      await waitFor("no request held", () => app.changes.held, { until: (n) => n === 0 });
     }
   }
 
@@ -74,7 +75,7 @@ describe("requests held open (long-polls, event streams)", () => {
     expect(streamKiB).toBeLessThan(32);
 
     for (let i = 0; i < CAP; i++) held.push(holdOpen(app, `/waits/${waitId}?wait_s=60`));
-    await eventually(async () => app.changes.held, (n) => n === CAP);
+    await waitFor("the cap of held requests reached", () => app.changes.held, { until: (n) => n === CAP });
 
     const refused = await rawRequest(app.baseUrl, { method: "GET", path: `/waits/${waitId}?wait_s=60`, headers: { authorization: `Bearer ${API_KEY}` } });
     expect(refused.status).toBe(503);
@@ -85,9 +86,9 @@ describe("requests held open (long-polls, event streams)", () => {
     expect((await rawRequest(app.baseUrl, { method: "GET", path: `/waits/${waitId}`, headers: { authorization: `Bearer ${API_KEY}` } })).status).toBe(200);
 
     for (const r of held.splice(0, 10)) r.destroy(); // clients that give up free their places
-    await eventually(async () => app.changes.held, (n) => n === CAP - 10);
+    await waitFor("ten held requests ended", () => app.changes.held, { until: (n) => n === CAP - 10 });
     const again = holdOpen(app, `/waits/${waitId}?wait_s=60`);
     held.push(again);
-    await eventually(async () => app.changes.held, (n) => n === CAP - 9);
+    await waitFor("one more request held", () => app.changes.held, { until: (n) => n === CAP - 9 });
   }, 60_000);
 });

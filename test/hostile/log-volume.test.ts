@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { logBudget } from "../../src/core/logger.ts";
-import { eventually } from "../helpers/http.ts";
+import { waitFor } from "../helpers/wait-for.ts";
 import { logCapture } from "../helpers/probes.ts";
 import { startTestApp, type TestApp } from "../helpers/test-app.ts";
 
@@ -33,7 +33,7 @@ describe("a flood of requests", () => {
     expect(requestLines()).toBeLessThanOrEqual(10 * seconds);
     await new Promise((r) => setTimeout(r, 1_000 - (Date.now() % 1_000) + 10)); // into the next second
     await fetch(`${app.baseUrl}/healthz`);
-    const held = await eventually(async () => lines.filter((l) => l.msg.startsWith("request lines held back")), (h) => h.length > 0);
+    const held = await waitFor("the held-back line", () => lines.filter((l) => l.msg.startsWith("request lines held back")), { until: (h) => h.length > 0 });
     expect(requestLines() + held.reduce((n, l) => n + (l.held ?? 0), 0)).toBe(301);
   });
 });

@@ -1,6 +1,7 @@
 import { connect, type Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { declareType, eventually, intake, openWait } from "../helpers/http.ts";
+import { waitFor } from "../helpers/wait-for.ts";
+import { declareType, intake, openWait } from "../helpers/http.ts";
 import { API_KEY, startTestApp, type TestApp } from "../helpers/test-app.ts";
 
 const ATTACKER = "127.0.0.2"; // loopback too, but another address than the probes' 127.0.0.1
@@ -33,10 +34,10 @@ describe("slow clients", () => {
   it("one address holds at most its share; /healthz, /readyz and management calls from others answer", async () => {
     const port = Number(new URL(app.baseUrl).port);
     for (let i = 0; i < 1_000; i++) sockets.push(await slowClient(port, ATTACKER, i % 2 ? "headers" : "body"));
-    await eventually(async () => app.openConnections(ATTACKER), (n) => n <= 100);
+    await waitFor("the attacker down to its share", () => app.openConnections(ATTACKER), { until: (n) => n <= 100 });
     expect(app.openConnections(ATTACKER)).toBeLessThanOrEqual(100);
     // The rest were closed at once.
-    await eventually(async () => sockets.filter((s) => !s.destroyed).length, (n) => n <= 100);
+    await waitFor("the attacker's sockets closed down to its share", () => sockets.filter((s) => !s.destroyed).length, { until: (n) => n <= 100 });
 
     expect((await fetch(`${app.baseUrl}/healthz`)).status).toBe(200);
     expect((await fetch(`${app.baseUrl}/readyz`)).status).toBe(200);
@@ -71,10 +72,10 @@ describe("slow clients from many addresses, past the connection cap", () => {
     // A long-poll from before the attack: the oldest connection, being answered, never closed to make room.
     const held = new AbortController();
     const longPoll = fetch(`${app.baseUrl}/waits/${waitId}?wait_s=60`, { headers: { authorization: `Bearer ${API_KEY}` }, signal: held.signal }).then((r) => r.status, () => "closed");
-    await eventually(async () => app.changes.held, (n) => n === 1);
+    await waitFor("the long-poll held", () => app.changes.held, { until: (n) => n === 1 });
     // 30 addresses x 20: three times the cap, each address within its share.
     for (let a = 1; a <= 30; a++) for (let i = 0; i < 20; i++) sockets.push(await slowClient(port, `127.0.1.${a}`, i % 2 ? "headers" : "body"));
-    await eventually(async () => sockets.filter((s) => !s.destroyed).length, (n) => n < CAP);
+    await waitFor("a slow socket replaced", () => sockets.filter((s) => !s.destroyed).length, { until: (n) => n < CAP });
 
     expect((await fetch(`${app.baseUrl}/healthz`)).status).toBe(200);
     expect((await fetch(`${app.baseUrl}/readyz`)).status).toBe(200);
