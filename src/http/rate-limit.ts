@@ -76,6 +76,13 @@ export interface RateLimitOptions {
   perAddress: Rate | null;
   /** Per signal type, over anonymous intake to it from all addresses together; null: off. */
   perSignalType: Rate | null;
+  /**
+   * Per signal type, the intake answers that refuse an anonymous sender without recording
+   * anything (401: no valid signature, 404: no such type), from all addresses together; past it
+   * such an answer becomes a late 429, so a flood of bad signatures or made-up names slows to one
+   * request a second per connection. A sender that authenticates is never counted. null: off.
+   */
+  perSignalTypeRefusals?: Rate | null;
   trustedProxies: string[];
   /** The signal name when the request is intake, "" for another public request, null when the limits do not apply. */
   classify(method: string, path: string): string | null;
@@ -102,15 +109,9 @@ export const rateLimit = (opts: RateLimitOptions): MiddlewareHandler => {
   const byAddress = opts.perAddress && new TokenBuckets(opts.perAddress);
   const bySignalType = opts.perSignalType && new TokenBuckets(opts.perSignalType);
   const now = opts.now ?? Date.now;
+  const refusalsByType = opts.perSignalTypeRefusals ? new TokenBuckets(opts.perSignalTypeRefusals) : null;
   let tarpitted = 0;
-  return async function limitRate(c, next) {
-    const signal = opts.classify(c.req.method, c.req.path);
-    if (signal === null || (!byAddress && !bySignalType)) return next();
-    const authorization = c.req.header("authorization");
-    if (authorization && (await opts.isManagement(authorization))) return next();
-    const at = now();
-    const waitS = Math.max(byAddress?.take(clientAddress(c, proxies), at) ?? 0, signal && bySignalType ? bySignalType.take(signal, at) : 0);
-    if (waitS === 0) return next();
+  const tooMany = async (c: Context, waitS: number) => {
     if (tarpitted < MAX_TARPITTED) {
       tarpitted++;
       try {
@@ -126,5 +127,22 @@ export const rateLimit = (opts: RateLimitOptions): MiddlewareHandler => {
       { type: "https://signalbox.dev/problems/rate-limited", title: "Too Many Requests", status: 429, detail: `too many requests: try again in ${Math.ceil(waitS)} s` },
       { "retry-after": String(Math.ceil(waitS)) },
     );
+  };
+  return async function limitRate(c, next) {
+    const signal = opts.classify(c.req.method, c.req.path);
+    if (signal === null || (!byAddress && !bySignalType && !refusalsByType)) return next();
+    const authorization = c.req.header("authorization");
+    if (authorization && (await opts.isManagement(authorization))) return next();
+    const at = now();
+    const waitS = Math.max(byAddress?.take(clientAddress(c, proxies), at) ?? 0, signal && bySignalType ? bySignalType.take(signal, at) : 0);
+    if (waitS > 0) return tooMany(c, waitS);
+    await next();
+    if (signal && refusalsByType && (c.res.status === 401 || c.res.status === 404)) {
+      const refusedWaitS = refusalsByType.take(signal, now());
+      if (refusedWaitS > 0) {
+        c.res = undefined; // the refusal's headers are not the 429's
+        c.res = await tooMany(c, refusedWaitS);
+      }
+    }
   };
 };
