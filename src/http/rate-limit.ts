@@ -77,10 +77,11 @@ export interface RateLimitOptions {
   /** Per signal type, over anonymous intake to it from all addresses together; null: off. */
   perSignalType: Rate | null;
   /**
-   * Per signal type, the intake answers that refuse an anonymous sender without recording
-   * anything (401: no valid signature, 404: no such type), from all addresses together; past it
-   * such an answer becomes a late 429, so a flood of bad signatures or made-up names slows to one
-   * request a second per connection. A sender that authenticates is never counted. null: off.
+   * Per signal type, the intake answers that refuse an anonymous sender (any 4xx), from all
+   * addresses together. Past it, one that records nothing (401: no valid signature, 404: no such
+   * type) becomes a late 429, and one that was recorded (409 not waiting, 422…) is answered as it
+   * is but as late, so a flood of rejections slows to one request a second per connection. An
+   * accepted signal is never counted nor delayed. null: off.
    */
   perSignalTypeRefusals?: Rate | null;
   trustedProxies: string[];
@@ -111,17 +112,19 @@ export const rateLimit = (opts: RateLimitOptions): MiddlewareHandler => {
   const now = opts.now ?? Date.now;
   const refusalsByType = opts.perSignalTypeRefusals ? new TokenBuckets(opts.perSignalTypeRefusals) : null;
   let tarpitted = 0;
-  const tooMany = async (c: Context, waitS: number) => {
-    if (tarpitted < MAX_TARPITTED) {
-      tarpitted++;
-      try {
-        // Spread over half to one and a half times it: refused together, a flood's connections
-        // would otherwise come back together, a burst each second.
-        await new Promise((resolve) => setTimeout(resolve, TARPIT_MS * (0.5 + Math.random())));
-      } finally {
-        tarpitted--;
-      }
+  const late = async () => {
+    if (tarpitted >= MAX_TARPITTED) return;
+    tarpitted++;
+    try {
+      // Spread over half to one and a half times it: refused together, a flood's connections
+      // would otherwise come back together, a burst each second.
+      await new Promise((resolve) => setTimeout(resolve, TARPIT_MS * (0.5 + Math.random())));
+    } finally {
+      tarpitted--;
     }
+  };
+  const tooMany = async (c: Context, waitS: number) => {
+    await late();
     return problemResponse(
       c,
       { type: "https://signalbox.dev/problems/rate-limited", title: "Too Many Requests", status: 429, detail: `too many requests: try again in ${Math.ceil(waitS)} s` },
@@ -137,12 +140,15 @@ export const rateLimit = (opts: RateLimitOptions): MiddlewareHandler => {
     const waitS = Math.max(byAddress?.take(clientAddress(c, proxies), at) ?? 0, signal && bySignalType ? bySignalType.take(signal, at) : 0);
     if (waitS > 0) return tooMany(c, waitS);
     await next();
-    if (signal && refusalsByType && (c.res.status === 401 || c.res.status === 404)) {
-      const refusedWaitS = refusalsByType.take(signal, now());
-      if (refusedWaitS > 0) {
-        c.res = undefined; // the refusal's headers are not the 429's
-        c.res = await tooMany(c, refusedWaitS);
-      }
+    const status = c.res.status;
+    if (!signal || !refusalsByType || status < 400 || status >= 500 || status === 429) return;
+    const refusedWaitS = refusalsByType.take(signal, now());
+    if (refusedWaitS === 0) return;
+    if (status === 401 || status === 404) {
+      c.res = undefined; // the refusal's headers are not the 429's
+      c.res = await tooMany(c, refusedWaitS);
+    } else {
+      await late(); // recorded (a 409 or 422 has its signal id): answered as it is, but late
     }
   };
 };

@@ -90,6 +90,7 @@ describe("refusals past a type's budget", () => {
   beforeAll(async () => {
     app = await startTestApp({ env: { SIGNALBOX_RATE_LIMIT_PER_ADDRESS: "0", SIGNALBOX_RATE_LIMIT_PER_SIGNAL_TYPE: "50" } });
     await declareType(app, "signed", { auth: { scheme: "shopify", secrets: [secret], replay_across_runs: true }, buffer_ttl_s: 600 });
+    await declareType(app, "open-door", { auth: { scheme: "none" } }); // no buffering: no wait, 409
     await declareType(app, "calm", { auth: { scheme: "shopify", secrets: [secret], replay_across_runs: true }, buffer_ttl_s: 600 });
   });
   afterAll(() => app.close());
@@ -110,5 +111,11 @@ describe("refusals past a type's budget", () => {
     const good = await Promise.all(Array.from({ length: 5 }, () => intake(app, "run-s", "signed", body, { "x-shopify-hmac-sha256": createHmac("sha256", secret).update(body).digest("base64") })));
     expect(good.map((a) => a.status)).toEqual(Array(5).fill(202));
     expect((await intake(app, "run-s", "calm", body, forged)).status).toBe(401);
+  });
+
+  it("recorded rejections past the budget keep their status and signal id (answered late)", async () => {
+    const answers = await Promise.all(Array.from({ length: 30 }, (_, i) => intake(app, `nobody-${i}`, "open-door", "{}")));
+    expect(answers.map((a) => a.status)).toEqual(Array(30).fill(409));
+    for (const a of answers) expect(a.body).toMatchObject({ outcome: "rejected_not_waiting", signal_id: expect.any(String) });
   });
 });
