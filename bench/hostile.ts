@@ -40,7 +40,10 @@ const PHASE_MS = Number(env.BENCH_HOSTILE_PHASE_S ?? 10) * 1000;
 const FLOODERS = Number(env.BENCH_HOSTILE_FLOODERS ?? 2);
 const SLOW = Number(env.BENCH_HOSTILE_SLOW ?? 20_000);
 const NAMES = Number(env.BENCH_HOSTILE_NAMES ?? 300_000);
-/** The names phase stops here even if not all were sent (each costs a database lookup: ~1,500/s here). */
+/**
+ * The names phase stops here even if not all were sent: made-up names share one type's budget and,
+ * past a tenth of it, are answered as late 429s (a few hundred a second from the clients here).
+ */
 const NAMES_MAX_MS = Number(env.BENCH_HOSTILE_NAMES_MAX_S ?? 120) * 1000;
 const LEGIT_RATE = 50;
 /** 40 addresses, 500 slow clients each at the default: within each address's share (1,000), twice the total cap (10,000). */

@@ -44,6 +44,20 @@ const isApprovalLink = (path: string) => path.startsWith(APPROVAL_LINK_PREFIX);
 const INTAKE = /^\/signals\/[^/]+\/[^/]+$/;
 const isIntake = (method: string, path: string) => method === "POST" && INTAKE.test(path) && path !== "/signals/batch";
 
+/** Every name that is no declared signal type counts as this one type: made-up names share one budget. */
+const UNDECLARED_SIGNAL = "\u0000undeclared";
+/** The per-signal-type bucket of an intake request: its name, or UNDECLARED_SIGNAL (known from memory, no query). */
+function intakeBucket(deps: Pick<Deps, "signalTypeCache">, path: string): string {
+  const segment = path.split("/")[3] ?? "";
+  let name = segment;
+  try {
+    if (segment.includes("%")) name = decodeURIComponent(segment);
+  } catch {
+    return UNDECLARED_SIGNAL;
+  }
+  return deps.signalTypeCache?.isDeclared(name) === false ? UNDECLARED_SIGNAL : name;
+}
+
 export const OPENAPI_CONFIG = {
   openapi: "3.1.0",
   info: {
@@ -104,8 +118,10 @@ export function createApp(deps: AppDeps) {
       rateLimit({
         perAddress: rate(deps.config.SIGNALBOX_RATE_LIMIT_PER_ADDRESS),
         perSignalType: rate(deps.config.SIGNALBOX_RATE_LIMIT_PER_SIGNAL_TYPE),
+        // A tenth of a type's budget may be refusals (bad signatures, made-up names, no wait); past it they are late.
+        perSignalTypeRefusals: rate(deps.config.SIGNALBOX_RATE_LIMIT_PER_SIGNAL_TYPE / 10),
         trustedProxies: deps.config.SIGNALBOX_TRUSTED_PROXIES,
-        classify: (method, path) => (isIntake(method, path) ? (path.split("/")[3] ?? "") : RATE_LIMITED_PATHS.has(path) || isApprovalLink(path) ? "" : null),
+        classify: (method, path) => (isIntake(method, path) ? intakeBucket(deps, path) : RATE_LIMITED_PATHS.has(path) || isApprovalLink(path) ? "" : null),
         isManagement: (authorization) => verifyToken(bearerToken(authorization)),
       }),
       // Who is asking before any body is read: hono's bodyLimit buffers a chunked body whole.

@@ -76,6 +76,14 @@ export interface RateLimitOptions {
   perAddress: Rate | null;
   /** Per signal type, over anonymous intake to it from all addresses together; null: off. */
   perSignalType: Rate | null;
+  /**
+   * Per signal type, the intake answers that refuse an anonymous sender (any 4xx), from all
+   * addresses together. Past it, one that records nothing (401: no valid signature, 404: no such
+   * type) becomes a late 429, and one that was recorded (409 not waiting, 422…) is answered as it
+   * is but as late, so a flood of rejections slows to one request a second per connection. An
+   * accepted signal is never counted nor delayed. null: off.
+   */
+  perSignalTypeRefusals?: Rate | null;
   trustedProxies: string[];
   /** The signal name when the request is intake, "" for another public request, null when the limits do not apply. */
   classify(method: string, path: string): string | null;
@@ -102,29 +110,45 @@ export const rateLimit = (opts: RateLimitOptions): MiddlewareHandler => {
   const byAddress = opts.perAddress && new TokenBuckets(opts.perAddress);
   const bySignalType = opts.perSignalType && new TokenBuckets(opts.perSignalType);
   const now = opts.now ?? Date.now;
+  const refusalsByType = opts.perSignalTypeRefusals ? new TokenBuckets(opts.perSignalTypeRefusals) : null;
   let tarpitted = 0;
-  return async function limitRate(c, next) {
-    const signal = opts.classify(c.req.method, c.req.path);
-    if (signal === null || (!byAddress && !bySignalType)) return next();
-    const authorization = c.req.header("authorization");
-    if (authorization && (await opts.isManagement(authorization))) return next();
-    const at = now();
-    const waitS = Math.max(byAddress?.take(clientAddress(c, proxies), at) ?? 0, signal && bySignalType ? bySignalType.take(signal, at) : 0);
-    if (waitS === 0) return next();
-    if (tarpitted < MAX_TARPITTED) {
-      tarpitted++;
-      try {
-        // Spread over half to one and a half times it: refused together, a flood's connections
-        // would otherwise come back together, a burst each second.
-        await new Promise((resolve) => setTimeout(resolve, TARPIT_MS * (0.5 + Math.random())));
-      } finally {
-        tarpitted--;
-      }
+  const late = async () => {
+    if (tarpitted >= MAX_TARPITTED) return;
+    tarpitted++;
+    try {
+      // Spread over half to one and a half times it: refused together, a flood's connections
+      // would otherwise come back together, a burst each second.
+      await new Promise((resolve) => setTimeout(resolve, TARPIT_MS * (0.5 + Math.random())));
+    } finally {
+      tarpitted--;
     }
+  };
+  const tooMany = async (c: Context, waitS: number) => {
+    await late();
     return problemResponse(
       c,
       { type: "https://signalbox.dev/problems/rate-limited", title: "Too Many Requests", status: 429, detail: `too many requests: try again in ${Math.ceil(waitS)} s` },
       { "retry-after": String(Math.ceil(waitS)) },
     );
+  };
+  return async function limitRate(c, next) {
+    const signal = opts.classify(c.req.method, c.req.path);
+    if (signal === null || (!byAddress && !bySignalType && !refusalsByType)) return next();
+    const authorization = c.req.header("authorization");
+    if (authorization && (await opts.isManagement(authorization))) return next();
+    const at = now();
+    const waitS = Math.max(byAddress?.take(clientAddress(c, proxies), at) ?? 0, signal && bySignalType ? bySignalType.take(signal, at) : 0);
+    if (waitS > 0) return tooMany(c, waitS);
+    await next();
+    const status = c.res.status;
+    if (!signal || !refusalsByType || status < 400 || status >= 500 || status === 429) return;
+    const refusedWaitS = refusalsByType.take(signal, now());
+    if (refusedWaitS === 0) return;
+    if (status === 401 || status === 404) {
+      c.res = undefined; // the refusal's headers are not the 429's
+      c.res = await tooMany(c, refusedWaitS);
+    } else {
+      await late(); // recorded (a 409 or 422 has its signal id): answered as it is, but late
+    }
   };
 };

@@ -1,21 +1,22 @@
 import type postgres from "postgres";
 import type { Queryable } from "../db/client.ts";
 import type { SignalTypeRow } from "./signal-type.ts";
-import { findSignalType } from "./signal-types.queries.ts";
+import { findSignalType, listSignalTypeNames } from "./signal-types.queries.ts";
 
 export const SIGNAL_TYPE_CHANGED_CHANNEL = "signalbox_signal_type_changed";
 const MAX_AGE_MS = 30_000;
 /** Declared types kept at most (far more than any deployment declares; past it, the oldest go). */
 const MAX_KNOWN = 10_000;
 /**
- * Names that are no signal type, kept at most. Anyone may POST to any name, so these are the
- * attacker's choice: a small set of their own, so a flood of made-up names neither grows the
- * heap nor pushes declared types out.
+ * A name outside the set of declared names is trusted to be no signal type while the set is
+ * younger than this; past it, a miss reads the set again (one query for every caller, so at most
+ * one a second however many made-up names are sent). A type declared on another process is in
+ * the set within milliseconds by its NOTIFY, or at worst this long after it if the NOTIFY is lost.
  */
-const MAX_UNKNOWN = 1_000;
+const MISS_TRUST_MS = 1_000;
 
 interface Entry {
-  row: SignalTypeRow | undefined;
+  row: SignalTypeRow;
   at: number;
 }
 
@@ -23,11 +24,27 @@ interface Entry {
  * Signal types are read on every signal and wait but change rarely: keep them in memory. A
  * trigger NOTIFYs every change, so every process drops its copy within milliseconds; a lost
  * notification (a LISTEN reconnect clears everything) is bounded by a 30 s age limit.
+ *
+ * The set of declared names is held too (bounded by what management declares, not by callers):
+ * anyone may POST to any name, so a made-up name is answered from memory, never a database read,
+ * and the rate limits can count every undeclared name as one (`isDeclared`).
  */
 export class SignalTypeCache {
   readonly #known = new Map<string, Entry>();
-  readonly #unknown = new Map<string, Entry>();
+  #names: Set<string> | undefined;
+  #namesAt = 0;
+  #loading: Promise<Set<string>> | undefined;
+  /** Names changed (NOTIFY or this process) while the set was being read: added to what it read. */
+  readonly #changedWhileLoading = new Set<string>();
+  /** Bumped by `clear`: a read of the set started before it is not trusted. */
+  #generation = 0;
+  #queries = 0;
   #unlisten: (() => Promise<void>) | undefined;
+  readonly #now: () => number;
+
+  constructor(opts: { now?: () => number } = {}) {
+    this.#now = opts.now ?? Date.now;
+  }
 
   async listen(sql: postgres.Sql): Promise<void> {
     const sub = await sql.listen(SIGNAL_TYPE_CHANGED_CHANNEL, (name) => this.forget(name), () => this.clear());
@@ -35,37 +52,91 @@ export class SignalTypeCache {
   }
 
   async get(q: Queryable, name: string): Promise<SignalTypeRow | undefined> {
-    const hit = this.#known.get(name) ?? this.#unknown.get(name);
-    if (hit && Date.now() - hit.at < MAX_AGE_MS) return hit.row;
+    const hit = this.#known.get(name);
+    if (hit && this.#now() - hit.at < MAX_AGE_MS) return hit.row;
+    let names = await this.#declaredNames(q, MAX_AGE_MS);
+    if (!names.has(name)) {
+      names = await this.#declaredNames(q, MISS_TRUST_MS);
+      if (!names.has(name)) return undefined;
+    }
+    this.#queries++;
     const row = await findSignalType(q, name);
-    this.#forgetOne(name);
-    remember(row ? this.#known : this.#unknown, row ? MAX_KNOWN : MAX_UNKNOWN, name, { row, at: Date.now() });
+    this.#known.delete(name);
+    if (row) {
+      remember(this.#known, MAX_KNOWN, name, { row, at: this.#now() });
+      this.#names?.add(name);
+    } else {
+      this.#names?.delete(name); // removed (its NOTIFY put it in the set to be looked up)
+    }
     return row;
+  }
+
+  /**
+   * Whether `name` is a declared type as far as this process knows, without waiting: undefined
+   * until the set of names has been read once. A type declared elsewhere a moment ago may be
+   * false for the milliseconds its NOTIFY takes.
+   */
+  isDeclared(name: string): boolean | undefined {
+    return this.#names?.has(name);
   }
 
   /** Drops every entry: changes may have been missed (the database or the LISTEN connection was away). */
   clear(): void {
     this.#known.clear();
-    this.#unknown.clear();
+    this.#names = undefined;
+    this.#loading = undefined;
+    this.#changedWhileLoading.clear();
+    this.#generation++;
   }
 
   /** After a change committed in this process: do not wait for our own NOTIFY. */
   forget(name: string): void {
-    this.#forgetOne(name);
+    this.#known.delete(name);
+    // Declared or removed: in the set either way, so the next get looks it up (and settles it).
+    this.#names?.add(name);
+    if (this.#loading) this.#changedWhileLoading.add(name);
   }
 
-  /** How many names are held (declared and unknown): bounded whatever callers send. */
+  /** How many names are held: the declared ones, bounded whatever callers send. */
   get size(): number {
-    return this.#known.size + this.#unknown.size;
+    return Math.max(this.#known.size, this.#names?.size ?? 0);
+  }
+
+  /** Database reads this cache has made (a type, or the set of names): for tests. */
+  get queries(): number {
+    return this.#queries;
   }
 
   async close(): Promise<void> {
     await this.#unlisten?.().catch(() => {});
   }
 
-  #forgetOne(name: string): void {
-    this.#known.delete(name);
-    this.#unknown.delete(name);
+  /** The declared names, read again (once for all callers) when older than `maxAgeMs`. */
+  #declaredNames(q: Queryable, maxAgeMs: number): Promise<Set<string>> | Set<string> {
+    if (this.#names && this.#now() - this.#namesAt < maxAgeMs) return this.#names;
+    if (this.#loading) return this.#loading;
+    const generation = this.#generation;
+    const startedAt = this.#now();
+    this.#queries++;
+    const loading = listSignalTypeNames(q).then(
+      (list) => {
+        const names = new Set(list);
+        for (const n of this.#changedWhileLoading) names.add(n);
+        if (this.#generation === generation) {
+          this.#names = names;
+          this.#namesAt = startedAt;
+          this.#changedWhileLoading.clear();
+          if (this.#loading === loading) this.#loading = undefined;
+        }
+        return names;
+      },
+      (err: unknown) => {
+        if (this.#loading === loading) this.#loading = undefined;
+        throw err;
+      },
+    );
+    this.#loading = loading;
+    return loading;
   }
 }
 

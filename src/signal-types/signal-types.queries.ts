@@ -8,6 +8,12 @@ export async function findSignalType(q: Queryable, name: string): Promise<Signal
   return row;
 }
 
+/** Every declared name (the set is bounded by what management declares, not by callers). */
+export async function listSignalTypeNames(q: Queryable): Promise<string[]> {
+  const rows = await q.select({ name: signalTypes.name }).from(signalTypes);
+  return rows.map((r) => r.name);
+}
+
 export async function listSignalTypes(q: Queryable, after: string | undefined, limit: number) {
   return q
     .select()
