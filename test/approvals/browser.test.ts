@@ -1,6 +1,6 @@
-import fs from "node:fs";
-import { chromium, type Browser } from "playwright-core";
+import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CHROMIUM, hasChromium, launchChromium } from "../helpers/browser.ts";
 import { openWait } from "../helpers/http.ts";
 import { settledWait } from "../helpers/race-gates.ts";
 import { startTestApp, type TestApp } from "../helpers/test-app.ts";
@@ -8,8 +8,6 @@ import { startTestApp, type TestApp } from "../helpers/test-app.ts";
 // A person with a real browser: open the link, write a comment, press the button, read the
 // result. Debian's chromium (`apt-get install chromium`; .ci/run installs it when missing).
 
-const CHROMIUM = "/usr/bin/chromium";
-const hasChromium = fs.existsSync(CHROMIUM);
 if (!hasChromium) console.warn(`skipping the approval browser test: ${CHROMIUM} is missing (apt-get install chromium)`);
 
 let app: TestApp;
@@ -18,12 +16,7 @@ beforeAll(async () => {
   app = await startTestApp();
   const res = await app.api("/signal-types/approval", { method: "PUT", json: { auth: { scheme: "none" }, responses: ["approve", "reject"] } });
   expect(res.status).toBe(201);
-  if (hasChromium) {
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-    });
-  }
+  if (hasChromium) browser = await launchChromium();
 }, 60_000);
 afterAll(async () => {
   await browser?.close();

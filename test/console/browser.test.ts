@@ -1,7 +1,8 @@
-import fs from "node:fs";
 import path from "node:path";
-import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { CHROMIUM, hasChromium, launchChromium } from "../helpers/browser.ts";
+import { openWait } from "../helpers/http.ts";
 import { API_KEY, startTestApp, type TestApp } from "../helpers/test-app.ts";
 
 // An operator with a real browser: sign in, find a wait by its metadata, watch a run's history
@@ -9,8 +10,6 @@ import { API_KEY, startTestApp, type TestApp } from "../helpers/test-app.ts";
 // screen; and not one request to another host. Debian's chromium, as test/approvals/browser.test.ts.
 // CONSOLE_SCREENSHOTS=docs/console writes a screenshot of each page there (for the README).
 
-const CHROMIUM = "/usr/bin/chromium";
-const hasChromium = fs.existsSync(CHROMIUM);
 if (!hasChromium) console.warn(`skipping the console browser tests: ${CHROMIUM} is missing (apt-get install chromium)`);
 const AXE = path.resolve("node_modules/axe-core/axe.min.js");
 const SCREENSHOTS = process.env.CONSOLE_SCREENSHOTS;
@@ -30,21 +29,12 @@ beforeAll(async () => {
     auth: { scheme: "standard-webhooks", secrets: [STANDARD_SECRET] },
     buffer_ttl_s: 600,
   });
-  const open = async (run: string, body: unknown) => {
-    const res = await app.api(`/runs/${run}/waits`, { method: "POST", json: body });
-    expect(res.status).toBe(201);
-    return ((await res.json()) as { id: string }).id;
-  };
+  const open = async (run: string, spec: Record<string, unknown>) => (await openWait(app, run, spec, 201)).body.id as string;
   ids.kim = await open("order-17", { signal: "approval", timeout_s: 7200, metadata: { assignee: "kim", order_id: "o-17" } });
   ids.lee = await open("order-18", { signal: "approval", timeout_s: 7200, metadata: { assignee: "lee", order_id: "o-18" } });
   ids.quorum = await open("order-19", { signal: "approval", quorum: { count: 2 }, metadata: { assignee: "board" } });
   ids.payment = await open("order-17", { signal: "payment", metadata: { order_id: "o-17" } });
-  if (hasChromium) {
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-    });
-  }
+  if (hasChromium) browser = await launchChromium();
 }, 60_000);
 afterAll(async () => {
   await browser?.close();
