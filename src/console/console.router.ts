@@ -1,6 +1,5 @@
 import { Hono, type Context } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
-import { streamSSE } from "hono/streaming";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { Deps } from "../deps.ts";
 import { BadRequestError, ServiceError } from "../core/errors.ts";
@@ -10,7 +9,7 @@ import type { ChangeFeed } from "../events/change-feed.ts";
 import { parseEventId } from "../events/events.queries.ts";
 import { clientAddress, proxyList } from "../http/rate-limit.ts";
 import { cancelRun, pauseRun, resumeRun } from "../runs/control-run.ts";
-import { streamRunEvents } from "../runs/stream-events.ts";
+import { runEventStream } from "../runs/run-event-stream.ts";
 import { answerApproval } from "./answer-approval.ts";
 import { ASSETS } from "./assets.ts";
 import { CONSOLE, type Html, type PageFrame } from "./layout.ts";
@@ -166,18 +165,8 @@ export function consoleRouter(deps: ConsoleDeps) {
     const from = c.req.header("last-event-id") ?? c.req.query("after") ?? "";
     const afterId = from === "" ? 0 : parseEventId(from);
     if (afterId === undefined) throw new BadRequestError("after must be an event id (ev_...)");
-    const release = deps.changes.admit(); // 503 past the cap of held requests, as the API's stream
-    const signal = AbortSignal.any([c.req.raw.signal, deps.shutdown]);
-    return streamSSE(c, async (stream) => {
-      try {
-        for await (const event of streamRunEvents(deps, runId, afterId, deps.config.SIGNALBOX_SSE_HEARTBEAT_S * 1000, signal)) {
-          if (event) await stream.writeSSE({ id: event.id, data: JSON.stringify(event) });
-          else await stream.write(": heartbeat\n\n");
-        }
-      } finally {
-        release();
-      }
-    });
+    // Unnamed messages: the page's EventSource reads them with onmessage (assets/console.js).
+    return runEventStream(deps, runId, afterId, c.req.raw.signal, (event) => ({ id: event.id, data: JSON.stringify(event) }));
   });
 
   app.get("/signal-types", async (c) => render(c, await signalTypesPage(deps, new URL(c.req.url).searchParams, frameOf(c))));

@@ -1,7 +1,7 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Deps } from "../deps.ts";
 import { bearerSecurity, commonProblems, defaultHook, json, problems, RunIdSchema, SignalNameSchema } from "../http/openapi.ts";
-import { sseResponse } from "../http/sse.ts";
+import { runEventStream } from "./run-event-stream.ts";
 import { BadRequestError } from "../core/errors.ts";
 import type { ChangeFeed } from "../events/change-feed.ts";
 import { EVENT_TYPES, parseEventId } from "../events/events.queries.ts";
@@ -9,7 +9,6 @@ import { checkpoint, MAX_CHECKPOINT_WAIT_S } from "./checkpoint.ts";
 import { cancelRun, pauseRun, resumeRun } from "./control-run.ts";
 import { getRun, getRunEvents } from "./get-run.ts";
 import { registerChild, unregisterChild } from "./run-children.ts";
-import { streamRunEvents } from "./stream-events.ts";
 
 const RunSchema = z
   .object({
@@ -164,9 +163,6 @@ export function runsRouter(deps: Deps & { changes: ChangeFeed; shutdown: AbortSi
       const resumeFrom = c.req.header("last-event-id") ?? q.after;
       const afterId = resumeFrom === undefined ? 0 : parseEventId(resumeFrom);
       if (afterId === undefined) throw new BadRequestError("Last-Event-ID / after must be an event id (ev_...)", [{ path: "/after", message: "is not an event id" }]);
-      const signal = AbortSignal.any([c.req.raw.signal, deps.shutdown]);
-      const release = deps.changes.admit(); // 503 past the cap of held requests, before the stream starts
-      const events = streamRunEvents(deps, run, afterId, deps.config.SIGNALBOX_SSE_HEARTBEAT_S * 1000, signal);
-      return sseResponse(events, (event) => ({ id: event.id, event: event.type, data: JSON.stringify(event) }), release, (err) => deps.log.warn({ err: String(err) }, "event stream ended by an error")) as never;
+      return runEventStream(deps, run, afterId, c.req.raw.signal, (event) => ({ id: event.id, event: event.type, data: JSON.stringify(event) })) as never;
     });
 }
