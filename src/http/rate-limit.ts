@@ -139,6 +139,8 @@ export const rateLimit = (opts: RateLimitOptions): MiddlewareHandler => {
     const at = now();
     const waitS = Math.max(byAddress?.take(clientAddress(c, proxies), at) ?? 0, signal && bySignalType ? bySignalType.take(signal, at) : 0);
     if (waitS > 0) return tooMany(c, waitS);
+    // Acts after `next` (unlike the other checks chained with it, src/http/chain.ts), but only on
+    // the public requests classified above, which are never held open: no long-poll keeps this frame.
     await next();
     const status = c.res.status;
     if (!signal || !refusalsByType || status < 400 || status >= 500 || status === 429) return;
