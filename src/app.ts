@@ -118,8 +118,9 @@ export function createApp(deps: AppDeps) {
       rateLimit({
         perAddress: rate(deps.config.SIGNALBOX_RATE_LIMIT_PER_ADDRESS),
         perSignalType: rate(deps.config.SIGNALBOX_RATE_LIMIT_PER_SIGNAL_TYPE),
-        // A tenth of a type's budget may be refusals (bad signatures, made-up names, no wait); past it they are late.
-        perSignalTypeRefusals: rate(deps.config.SIGNALBOX_RATE_LIMIT_PER_SIGNAL_TYPE / 10),
+        // Refusals (bad signatures, made-up names, no wait) past their budget are answered late;
+        // unset, a tenth of a type's budget.
+        perSignalTypeRefusals: rate(deps.config.SIGNALBOX_RATE_LIMIT_REFUSALS_PER_SIGNAL_TYPE ?? deps.config.SIGNALBOX_RATE_LIMIT_PER_SIGNAL_TYPE / 10),
         trustedProxies: deps.config.SIGNALBOX_TRUSTED_PROXIES,
         classify: (method, path) => (isIntake(method, path) ? intakeBucket(deps, path) : RATE_LIMITED_PATHS.has(path) || isApprovalLink(path) ? "" : null),
         isManagement: (authorization) => verifyToken(bearerToken(authorization)),

@@ -88,6 +88,8 @@ const ConfigSchema = z.object({
   SIGNALBOX_RATE_LIMIT_PER_ADDRESS: z.coerce.number().min(0).default(100),
   /** Anonymous intake requests one signal type takes a second from all addresses together; 0: no limit. */
   SIGNALBOX_RATE_LIMIT_PER_SIGNAL_TYPE: z.coerce.number().min(0).default(1000),
+  /** Of those, refusals (4xx) a second before the rest are answered late; unset, a tenth of the type's rate; 0: no limit. */
+  SIGNALBOX_RATE_LIMIT_REFUSALS_PER_SIGNAL_TYPE: z.coerce.number().min(0).optional(),
   /** Proxies (addresses or CIDRs) whose X-Forwarded-For names the client; unset, the header is ignored. */
   SIGNALBOX_TRUSTED_PROXIES: csv.superRefine((entries, ctx) => {
     for (const entry of entries) {

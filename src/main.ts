@@ -65,7 +65,7 @@ async function main() {
   if (!secretBox) log.warn("SIGNALBOX_SECRET_KEY is not set: signing secrets are stored unencrypted in the database");
   const metrics = createMetrics({ defaultMetrics: true });
   const signalTypeCache = new SignalTypeCache();
-  await signalTypeCache.listen(database.sql);
+  await signalTypeCache.listen(database.sql, database.db);
   const deps = { db: database.db, config, log, secrets, secretBox, metrics, signalTypeCache };
   if (config.SIGNALBOX_SIGNAL_TYPES_FILE) {
     const names = await loadSignalTypesFile(deps, config.SIGNALBOX_SIGNAL_TYPES_FILE, process.env);

@@ -40,15 +40,24 @@ export class SignalTypeCache {
   #generation = 0;
   #queries = 0;
   #unlisten: (() => Promise<void>) | undefined;
+  /** Where the set of names is read again after `clear`; set by `listen`. */
+  #db: Queryable | undefined;
   readonly #now: () => number;
 
   constructor(opts: { now?: () => number } = {}) {
     this.#now = opts.now ?? Date.now;
   }
 
-  async listen(sql: postgres.Sql): Promise<void> {
+  /**
+   * Follows changes made anywhere, and reads the set of declared names now and after every
+   * `clear` (a LISTEN reconnect, the database back): undeclared names share one rate-limit
+   * bucket from the first request on, not from the first request that reads the set.
+   */
+  async listen(sql: postgres.Sql, db: Queryable): Promise<void> {
+    this.#db = db;
     const sub = await sql.listen(SIGNAL_TYPE_CHANGED_CHANNEL, (name) => this.forget(name), () => this.clear());
     this.#unlisten = sub.unlisten;
+    this.#readNamesSoon();
   }
 
   async get(q: Queryable, name: string): Promise<SignalTypeRow | undefined> {
@@ -87,6 +96,7 @@ export class SignalTypeCache {
     this.#loading = undefined;
     this.#changedWhileLoading.clear();
     this.#generation++;
+    this.#readNamesSoon();
   }
 
   /** After a change committed in this process: do not wait for our own NOTIFY. */
@@ -109,6 +119,12 @@ export class SignalTypeCache {
 
   async close(): Promise<void> {
     await this.#unlisten?.().catch(() => {});
+  }
+
+  /** Reads the set in the background; a failure (the database away) leaves it to the next request. */
+  #readNamesSoon(): void {
+    if (!this.#db) return;
+    Promise.resolve(this.#declaredNames(this.#db, MAX_AGE_MS)).catch(() => {});
   }
 
   /** The declared names, read again (once for all callers) when older than `maxAgeMs`. */

@@ -132,7 +132,7 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
     ...(secretBox ? { secretBox } : {}),
     signalTypeCache: new SignalTypeCache(),
   };
-  await deps.signalTypeCache!.listen(database.sql);
+  await deps.signalTypeCache!.listen(database.sql, deps.db);
   const changes = new ChangeFeed({ maxHeld: config.SIGNALBOX_MAX_HELD_REQUESTS });
   await changes.listen(database.sql, log);
   const worker =

@@ -23,7 +23,7 @@ describe("undeclared signal names", () => {
   afterAll(() => app.close());
 
   it("share one rate-limit bucket, whatever the names; a declared type keeps its own", async () => {
-    expect((await intake(app, "run-1", "real", "{}")).status).toBe(202); // the set of names is read
+    expect((await intake(app, "run-1", "real", "{}")).status).toBe(202);
     const answers = await Promise.all(Array.from({ length: 40 }, () => intake(app, "run-1", madeUp(), "{}")));
     const refused = answers.filter((a) => a.status === 429).length;
     const unknown = answers.filter((a) => a.status === 404);
@@ -56,6 +56,35 @@ describe("undeclared signal names", () => {
       }
     } finally {
       await other.close();
+    }
+  });
+
+  it("are grouped from the first request: the set of names is read at start and again after every clear", async () => {
+    const other = await startTestApp({ databaseUrl: app.databaseUrl });
+    try {
+      const cache = other.deps.signalTypeCache!;
+      await waitFor("the set of names read at start, before any request", () => cache.isDeclared("real") !== undefined);
+      expect(cache.isDeclared("real")).toBe(true);
+      expect(cache.isDeclared(madeUp())).toBe(false);
+      cache.clear(); // as on a LISTEN reconnect or the database coming back
+      await waitFor("the set of names read again after a clear", () => cache.isDeclared("real") !== undefined);
+      expect(cache.isDeclared("real")).toBe(true);
+    } finally {
+      await other.close();
+    }
+  });
+
+  it("refusals have a budget of their own when configured (0: none)", async () => {
+    const open = await startTestApp({
+      databaseUrl: app.databaseUrl,
+      env: { SIGNALBOX_RATE_LIMIT_PER_ADDRESS: "0", SIGNALBOX_RATE_LIMIT_PER_SIGNAL_TYPE: "50", SIGNALBOX_RATE_LIMIT_REFUSALS_PER_SIGNAL_TYPE: "0" },
+    });
+    try {
+      // Within the type's own budget (50/s, burst 100), no refusal is held back.
+      const answers = await Promise.all(Array.from({ length: 40 }, () => intake(open, "run-3", madeUp(), "{}")));
+      expect(answers.map((a) => a.status)).toEqual(Array(40).fill(404));
+    } finally {
+      await open.close();
     }
   });
 
