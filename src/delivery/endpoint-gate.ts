@@ -48,7 +48,7 @@ export class EndpointGate {
   readonly #opts: Required<Omit<EndpointGateOptions, "onBackOff" | "onRecover">> & Pick<EndpointGateOptions, "onBackOff" | "onRecover">;
 
   constructor(opts: EndpointGateOptions) {
-    this.#opts = { maxBackoffS: 60, stuckMs: 250, now: Date.now, ...opts };
+    this.#opts = { maxBackoffS: 60, stuckMs: 1_000, now: Date.now, ...opts };
   }
 
   /** Endpoints backed off right now. */
