@@ -56,7 +56,8 @@ describe("a burst of timeouts", () => {
     const failOnce = new Set<string>();
     const engine = await startCallbackReceiver((_n, cb) => {
       const id = cb.json.wait.id;
-      if (cb.json.wait.run_id.endsWith("0") || cb.json.wait.run_id.endsWith("5")) {
+      const run = String(cb.json.wait.run_id);
+      if (run.endsWith("0") || run.endsWith("5")) {
         if (!failOnce.has(id)) {
           failOnce.add(id);
           return 503;
