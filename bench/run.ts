@@ -458,7 +458,7 @@ total time ${((now() - t0) / 1000).toFixed(0)} s`);
   );
   log(
     `isolation: healthy 202 → callback ${describeLatency(iso.healthy)}${iso.healthyMissing ? ` (${iso.healthyMissing} missing)` : ""}; ` +
-      `timeouts fired ${iso.timeoutsFired}/${iso.timeouts}, lag ${describeLatency(iso.timeoutLag)}; hung endpoint max in flight ${iso.hungMaxInFlight}`,
+      `timeouts fired ${iso.timeoutsFired}/${iso.timeouts}, lag ${describeLatency(iso.timeoutLag)}; requests that reached the hung endpoint: ${iso.hungMaxInFlight} (for ${HUNG_WAITS} callbacks owed)`,
   );
 
   // ---- report ----
