@@ -35,6 +35,7 @@ import { closedLoop, openLoop, type LoadResult } from "./load.ts";
 import { createDatabase, pgbenchVersion, runPgbench, serverVersion, startServer, statementStats, type StatementStats } from "./postgres.ts";
 import { CallbackReceiver } from "./receiver.ts";
 import { hostileBench, printHostile } from "./hostile.ts";
+import { isolation, signalBurst } from "./engine.ts";
 import { printRetention, retentionBench } from "./retention.ts";
 import { apiClient, startService, type Service } from "./service.ts";
 import { describeLatency, fmtMs, fmtRate, fmtRatio, now, summarize, table, type Summary } from "./stats.ts";
@@ -46,6 +47,10 @@ const POOL_SIZE = Number(env.SIGNALBOX_DB_POOL_SIZE ?? 8);
 const RESUME_RATE = 200;
 const RESUME_MS = PHASE_MS;
 const TIMER_WAITS = Number(env.BENCH_TIMER_WAITS ?? 10_000);
+const BURST_SIGNALS = Number(env.BENCH_BURST_SIGNALS ?? 10_000);
+const BURST_SENDERS = 16;
+const HUNG_WAITS = Number(env.BENCH_HUNG_WAITS ?? 500);
+const HEALTHY_RATE = 50;
 const WAKE_SAMPLES = Number(env.BENCH_WAKE_SAMPLES ?? 200);
 const API_KEY = `bench_${randomBytes(12).toString("hex")}`;
 const SIGNAL = "bench";
@@ -434,7 +439,27 @@ total time ${((now() - t0) / 1000).toFixed(0)} s`);
   const firedLag = await dbTimerLag(appDb.url);
   log(`timer lag (callback − deadline): ${describeLatency(timerLag)}${tMissing ? `; gave up with ${tMissing} callbacks missing` : ""}${wrongType ? `; ${wrongType} not signal.timeout` : ""}`);
   log(`timer fire lag in the database (resolved_at − timeout_at): ${describeLatency(firedLag)}`);
+  // Delivery throughput to one keep-alive receiver: the timer burst's callbacks, first to last arrival.
+  const tArrivals = tWaitIds.map((id) => receiver.arrivals.get(id)?.at).filter((a): a is number => a !== undefined);
+  const deliveryRate = tArrivals.length > 1 ? tArrivals.length / ((Math.max(...tArrivals) - Math.min(...tArrivals)) / 1000) : NaN;
+  log(`callbacks/s to one keep-alive receiver (timer burst, first → last arrival): ${fmtRate(deliveryRate)}`);
   log(`callback receiver: ${receiver.duplicates} repeated deliveries, ${receiver.malformed} malformed`);
+
+  // ---- a burst of signals from 16 senders: callback p99 after each 202 ----
+  const engineDeps = { url: appDb.url, receiver, log, guard, openWait, sendSignal, concurrency: CONCURRENCY };
+  const burst = await measured(`signal burst (${BURST_SENDERS} senders), until delivered`, () => signalBurst(engineDeps, BURST_SIGNALS, BURST_SENDERS), (r) => r.signals);
+  log(`signal burst: ${fmtRate(burst.sendRate)} signals/s; 202 → callback ${describeLatency(burst.latency)}${burst.missing ? `; ${burst.missing} missing` : ""}`);
+
+  // ---- isolation: a hung endpoint owed 500 callbacks; a healthy one at 50/s; timeouts due meanwhile ----
+  const iso = await measured(
+    "isolation (hung endpoint + healthy 50/s)",
+    () => isolation(engineDeps, { hungWaits: HUNG_WAITS, healthyRate: HEALTHY_RATE, seconds: PHASE_MS / 1000, timeouts: 200 }),
+    (r) => Math.round(r.healthyRate * (PHASE_MS / 1000)),
+  );
+  log(
+    `isolation: healthy 202 → callback ${describeLatency(iso.healthy)}${iso.healthyMissing ? ` (${iso.healthyMissing} missing)` : ""}; ` +
+      `timeouts fired ${iso.timeoutsFired}/${iso.timeouts}, lag ${describeLatency(iso.timeoutLag)}; requests that reached the hung endpoint: ${iso.hungMaxInFlight} (for ${HUNG_WAITS} callbacks owed)`,
+  );
 
   // ---- report ----
   const tps = pgbench.tps;
@@ -461,7 +486,7 @@ total time ${((now() - t0) / 1000).toFixed(0)} s`);
         ["pgbench", await pgbenchVersion()],
         [
           "signalbox",
-          `DB pool ${POOL_SIZE}, worker concurrency ${env.SIGNALBOX_WORKER_CONCURRENCY ?? 8}, poll interval ${env.SIGNALBOX_POLL_INTERVAL_MS ?? 250} ms`,
+          `DB pool ${POOL_SIZE}, worker concurrency ${env.SIGNALBOX_WORKER_CONCURRENCY ?? 8} (timers) + ${env.SIGNALBOX_DELIVERY_CONCURRENCY ?? 32} (deliveries), poll interval ${env.SIGNALBOX_POLL_INTERVAL_MS ?? 250} ms`,
         ],
         ["load", `${CONCURRENCY} keep-alive HTTP connections (raw sockets, bench/http-client.ts), phases of ${PHASE_MS / 1000} s, on the same cores`],
         ["machine busy before start", Number.isNaN(busyBefore) ? "n/a" : `${(busyBefore * 100).toFixed(0)}% of all cores (other processes; see "other procs" below)`],
@@ -484,6 +509,11 @@ total time ${((now() - t0) / 1000).toFixed(0)} s`);
         [`timer lag, fired (resolved_at) − deadline (${TIMER_WAITS} at once)`, lat(firedLag), "", `p99 <= ${fmtMs(TARGETS.timerP99Ms)}`, verdict(timerOk)],
         [`timer lag, callback received − deadline`, lat(timerLag), "", "", ""],
         ["cross-process wake-up, 202 on A → long-poll answer on B", lat(wake), "", "", ""],
+        ["callbacks/s to one keep-alive receiver (timer burst)", `${fmtRate(deliveryRate)}/s`, ratio(deliveryRate), ">= 5,000/s", verdict(deliveryRate >= 5000)],
+        [`signal burst: ${BURST_SIGNALS} from ${BURST_SENDERS} senders, signals/s`, `${fmtRate(burst.sendRate)}/s`, ratio(burst.sendRate), "", ""],
+        [`signal burst: 202 → callback`, lat(burst.latency), "", "p99 <= 1 s", verdict(burst.latency.p99 <= 1000 && burst.missing === 0)],
+        [`isolation: healthy 202 → callback @ ${HEALTHY_RATE}/s, ${HUNG_WAITS} owed to a hung endpoint`, lat(iso.healthy), "", "p99 <= 50 ms", verdict(iso.healthy.p99 <= 50 && iso.healthyMissing === 0)],
+        [`isolation: timeout lag (fired − deadline), ${iso.timeoutsFired}/${iso.timeouts} fired`, lat(iso.timeoutLag), "", "all fire", verdict(iso.timeoutsFired === iso.timeouts)],
       ],
     ),
   );

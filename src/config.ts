@@ -73,6 +73,12 @@ const ConfigSchema = z.object({
   SIGNALBOX_SENSOR_TIMEOUT_MS: z.coerce.number().int().min(100).max(60_000).default(10_000),
   SIGNALBOX_DB_POOL_SIZE: z.coerce.number().int().min(1).max(100).default(8),
   SIGNALBOX_WORKER_CONCURRENCY: z.coerce.number().int().min(1).max(100).default(8),
+  /** Callback, notification and sensor jobs run at once (a runner of their own, apart from timeouts). */
+  SIGNALBOX_DELIVERY_CONCURRENCY: z.coerce.number().int().min(1).max(200).default(32),
+  /** Callback requests in flight to one endpoint (host[:port]) at most. */
+  SIGNALBOX_DELIVERY_ENDPOINT_CONCURRENCY: z.coerce.number().int().min(1).max(1000).default(16),
+  /** Failed callback attempts in a row after which an endpoint is backed off as a whole. */
+  SIGNALBOX_DELIVERY_ENDPOINT_FAILURES: z.coerce.number().int().min(1).max(1000).default(5),
   SIGNALBOX_POLL_INTERVAL_MS: z.coerce.number().int().min(50).default(100),
   SIGNALBOX_SSE_HEARTBEAT_S: z.coerce.number().positive().default(15),
   /** Long-polls, checkpoints and event streams held open at once per process; past it 503 with Retry-After. */

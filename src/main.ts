@@ -90,7 +90,12 @@ async function main() {
   const workerStaleS = config.SIGNALBOX_WORKER_STALE_S;
   const worker = await startWorker(
     { ...deps, workerStaleS },
-    { databaseUrl: url, concurrency: config.SIGNALBOX_WORKER_CONCURRENCY, pollIntervalMs: config.SIGNALBOX_POLL_INTERVAL_MS },
+    {
+      databaseUrl: url,
+      concurrency: config.SIGNALBOX_WORKER_CONCURRENCY,
+      deliveryConcurrency: config.SIGNALBOX_DELIVERY_CONCURRENCY,
+      pollIntervalMs: config.SIGNALBOX_POLL_INTERVAL_MS,
+    },
   );
 
   const shutdown = new AbortController();
@@ -107,7 +112,22 @@ async function main() {
       parts: async () => {
         const [reachable, listening] = await Promise.all([pingDatabase(database.db), changes.listening()]);
         const w = worker.status();
-        return { database_reachable: reachable, database_listen: listening, worker_running: w.running, worker_polling: w.polling, worker_listening: w.listening, worker_restarts: w.restarts };
+        const { timers, deliveries } = worker.runners();
+        return {
+          database_reachable: reachable,
+          database_listen: listening,
+          worker_running: w.running,
+          worker_polling: w.polling,
+          worker_listening: w.listening,
+          worker_restarts: w.restarts,
+          // Each runner apart: timeouts and timers, and outbound deliveries.
+          timers_running: timers.running,
+          timers_polling: timers.polling,
+          timers_restarts: timers.restarts,
+          deliveries_running: deliveries.running,
+          deliveries_polling: deliveries.polling,
+          deliveries_restarts: deliveries.restarts,
+        };
       },
     },
   });

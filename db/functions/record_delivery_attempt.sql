@@ -69,3 +69,25 @@ BEGIN
   RETURN NEXT;
 END;
 $$;
+
+-- Several attempts in one round trip (the delivery engine records what a batch of sends
+-- answered together): each item as record_delivery_attempt, in the order given; n is the item's
+-- position (1-based), and an item whose compare-and-set lost returns no row.
+CREATE OR REPLACE FUNCTION "signalbox"."record_delivery_attempts"(
+  p_items json,                    -- [{wait_id, attempts_before, verdict, status_code, error, duration_ms, callback_host}]
+  p_max_attempts int,
+  p_backoff_s double precision)
+RETURNS TABLE (n int, outcome text, attempt int, round_attempt int) LANGUAGE plpgsql AS $$
+DECLARE
+  r record;
+BEGIN
+  FOR r IN
+    SELECT t.*, k.n AS item FROM json_array_elements(p_items) WITH ORDINALITY AS k(e, n),
+      json_to_record(k.e) AS t(wait_id text, attempts_before int, verdict text, status_code int, error text, duration_ms int, callback_host text)
+    ORDER BY k.n
+  LOOP
+    RETURN QUERY SELECT r.item::int, a.outcome, a.attempt, a.round_attempt FROM signalbox.record_delivery_attempt(
+      r.wait_id, r.attempts_before, r.verdict, r.status_code, r.error, r.duration_ms, r.callback_host, p_max_attempts, p_backoff_s) a;
+  END LOOP;
+END;
+$$;

@@ -95,11 +95,7 @@ BEGIN
 
   -- One add_jobs (one NOTIFY to the workers) for every callback.
   IF cardinality(v_callbacks) > 0 THEN
-    PERFORM signalbox.add_jobs(array(
-      SELECT json_populate_record(NULL::graphile_worker.job_spec, json_build_object(
-        'identifier', 'deliver_callback', 'payload', json_build_object('id', d),
-        'job_key', signalbox.job_key('deliver_callback', d), 'max_attempts', signalbox.job_max_attempts()))
-      FROM unnest(v_callbacks) AS d));
+    PERFORM signalbox.enqueue_callbacks(v_callbacks);
   END IF;
 
   -- A composite that ended takes its open members with it. (OFFSET 0: the status test stays

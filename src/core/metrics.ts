@@ -8,8 +8,11 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from "prom
 export function createMetrics(opts: { defaultMetrics?: boolean } = {}) {
   const registry = new Registry();
   if (opts.defaultMetrics) collectDefaultMetrics({ register: registry });
+  /** Values read at scrape time from the parts that hold them (set by those parts). */
+  const sources: { endpointsBackedOff?: () => number } = {};
   const m = {
     registry,
+    sources,
     signals: new Counter({ name: "signalbox_signals_total", help: "Signals taken at intake, by signal type and outcome", labelNames: ["signal", "outcome"], registers: [registry] }),
     unauthenticated: new Counter({ name: "signalbox_intake_unauthenticated_total", help: "Intake requests refused for a bad or missing signature (not recorded in the signal log)", registers: [registry] }),
     waitsOpen: new Gauge({ name: "signalbox_waits_open", help: "Waits currently waiting (all processes)", registers: [registry] }),
@@ -45,6 +48,26 @@ export function createMetrics(opts: { defaultMetrics?: boolean } = {}) {
       labelNames: ["reason"],
       registers: [registry],
     }),
+    endpointsBackedOff: new Gauge({
+      name: "signalbox_delivery_endpoints_backed_off",
+      help: "Callback endpoints (host[:port]) this process has backed off now: they kept failing, so nothing is sent to them until their backoff ends",
+      registers: [registry],
+      collect() {
+        this.set(sources.endpointsBackedOff?.() ?? 0);
+      },
+    }),
+    endpointBackoffs: new Counter({
+      name: "signalbox_delivery_endpoint_backoffs_total",
+      help: "Times a callback endpoint was backed off as a whole after failed attempts in a row (each logs a warning naming the host)",
+      registers: [registry],
+    }),
+    deliveriesDeferred: new Counter({
+      name: "signalbox_deliveries_deferred_total",
+      help: "Callbacks not sent at once, by reason: endpoint_backed_off (recorded as a failed attempt), endpoint_busy (its requests in flight hang; scheduled again), slow_endpoint (still in flight after 1 s; the job let go of it)",
+      labelNames: ["reason"],
+      registers: [registry],
+    }),
+    deliveriesInFlight: new Gauge({ name: "signalbox_deliveries_in_flight", help: "Callback requests in flight from this process", registers: [registry] }),
     intakeBatchSize: new Histogram({
       name: "signalbox_intake_batch_size",
       help: "Signals committed together by one intake transaction (group commit; 1 when traffic is light)",

@@ -2,34 +2,71 @@ import { sql } from "drizzle-orm";
 import { retryingRollbacks } from "../db/transaction.ts";
 import type { Deps } from "../deps.ts";
 import { eventId } from "../events/events.queries.ts";
-import { toWaitResource } from "../waits/wait-view.ts";
+import { toWaitResource, type WaitRow } from "../waits/wait-view.ts";
 import { findWaitWithEvent } from "../waits/waits.queries.ts";
 import type { AttemptVerdict } from "./classify-response.ts";
 import { callbackHost } from "./callback-host.ts";
 import { postSigned, type AttemptResult } from "./post-signed.ts";
 
-type DeliveryDeps = Pick<Deps, "db" | "config" | "secrets" | "log" | "metrics">;
+export type DeliveryDeps = Pick<Deps, "db" | "config" | "secrets" | "log" | "metrics">;
+
+/** A callback owed now: the wait (pending delivery), its signed body and endpoint. */
+export interface OwedCallback {
+  waitId: string;
+  url: string;
+  /** host[:port] only (never credentials, path or query). */
+  host: string;
+  /** The event id: the `webhook-id` of every attempt. */
+  webhookId: string;
+  body: string;
+  /** The wait's delivery_attempts when this attempt began (the compare-and-set of its record). */
+  attemptsBefore: number;
+}
+
+/** The callback a wait owes, if it owes one now (delivery pending, a callback_url). */
+export function owedCallback(found: { wait: WaitRow; event: { id: number; type: string; occurredAt: Date } }): OwedCallback | undefined {
+  const { wait, event } = found;
+  if (wait.deliveryStatus !== "pending" || !wait.callbackUrl) return undefined;
+  const webhookId = eventId(event.id);
+  return {
+    waitId: wait.id,
+    url: wait.callbackUrl,
+    host: callbackHost(wait.callbackUrl),
+    webhookId,
+    body: JSON.stringify({ id: webhookId, type: event.type, occurred_at: event.occurredAt.toISOString(), wait: toWaitResource(wait) }),
+    attemptsBefore: wait.deliveryAttempts,
+  };
+}
 
 /**
- * The delivery job: POSTs the wait's resolution event to its callback_url, signed per Standard
+ * One attempt, alone: POSTs the wait's resolution event to its callback_url, signed per Standard
  * Webhooks (webhook-id = the event id, the same on every retry), then records the attempt and,
  * when it may still pass, schedules the next one with our own backoff (one statement:
- * db/functions/record_delivery_attempt.sql).
+ * db/functions/record_delivery_attempt.sql). The worker goes through the delivery engine
+ * (delivery-engine.ts), which does the same for batches, per endpoint.
  */
 export async function deliverCallback(deps: DeliveryDeps, waitId: string, abort?: AbortSignal): Promise<AttemptVerdict | "skipped"> {
   const found = await findWaitWithEvent(deps.db, waitId);
-  if (!found) return "skipped";
-  const { wait, event } = found;
-  if (wait.deliveryStatus !== "pending" || !wait.callbackUrl) return "skipped";
+  const owed = found && owedCallback(found);
+  if (!owed) return "skipped";
+  const attempt = await postSigned(owed.url, owed.webhookId, owed.body, deps.secrets.callbackSecret, abort);
+  await reportAttempt(deps, owed, attempt);
+  return attempt.verdict;
+}
 
-  const id = eventId(event.id);
-  const body = JSON.stringify({ id, type: event.type, occurred_at: event.occurredAt.toISOString(), wait: toWaitResource(wait) });
-  const attempt = await postSigned(wait.callbackUrl, id, body, deps.secrets.callbackSecret, abort);
-  deps.metrics?.deliveryLatency.observe(attempt.seconds);
-  const host = callbackHost(wait.callbackUrl);
-  const recorded = await recordAttempt(deps, waitId, wait.deliveryAttempts, attempt, host);
-  deps.log.info({ waitId, eventId: id, status: attempt.status, verdict: attempt.verdict, attempt: wait.deliveryAttempts + 1, recorded: recorded !== undefined }, "callback attempt");
-  if (!recorded) return attempt.verdict; // a concurrent send of the same attempt was recorded instead
+/** Records an attempt (sent, or refused without sending) and reports it: metrics, the log, the give-up warning. */
+export async function reportAttempt(deps: DeliveryDeps, owed: OwedCallback, attempt: AttemptResult): Promise<void> {
+  const [recorded] = await recordAttempts(deps, [{ owed, attempt }]);
+  reportRecorded(deps, owed, attempt, recorded);
+}
+
+export function reportRecorded(deps: DeliveryDeps, owed: OwedCallback, attempt: AttemptResult, recorded: Recorded | undefined): void {
+  const { waitId } = owed;
+  if (attempt.status !== undefined || attempt.seconds > 0) deps.metrics?.deliveryLatency.observe(attempt.seconds);
+  if (deps.log.isLevelEnabled("info")) {
+    deps.log.info({ waitId, eventId: owed.webhookId, status: attempt.status, verdict: attempt.verdict, attempt: owed.attemptsBefore + 1, recorded: recorded !== undefined }, "callback attempt");
+  }
+  if (!recorded) return; // a concurrent send of the same attempt was recorded instead
   deps.metrics?.deliveries.inc({ result: recorded.outcome });
   if (recorded.outcome !== "retry") deps.metrics?.deliveryAttempts.observe(recorded.roundAttempt);
   if (recorded.outcome === "failed") {
@@ -37,12 +74,11 @@ export async function deliverCallback(deps: DeliveryDeps, waitId: string, abort?
     deps.metrics?.deliveriesGivenUp.inc({ reason });
     // Once per delivery that gives up (the compare-and-set above won): the host only, since a
     // callback URL may carry credentials or tokens in its userinfo, path or query.
-    deps.log.warn({ waitId, callbackHost: host, attempts: recorded.attempt, lastError: attempt.error, reason }, "callback delivery gave up");
+    deps.log.warn({ waitId, callbackHost: owed.host, attempts: recorded.attempt, lastError: attempt.error, reason }, "callback delivery gave up");
   }
-  return attempt.verdict;
 }
 
-interface Recorded {
+export interface Recorded {
   outcome: AttemptVerdict;
   /** The attempt's number for this wait, across redeliveries. */
   attempt: number;
@@ -50,15 +86,29 @@ interface Recorded {
   roundAttempt: number;
 }
 
-/** Records the attempt; undefined when the compare-and-set lost (this attempt number was recorded by another send). */
-async function recordAttempt(deps: Pick<Deps, "db" | "config">, waitId: string, attemptsBefore: number, attempt: AttemptResult, host: string): Promise<Recorded | undefined> {
-  const rows = await retryingRollbacks(() =>
-    deps.db.execute<{ outcome: AttemptVerdict; attempt: number; round_attempt: number }>(sql`
-      select outcome, attempt, round_attempt from signalbox.record_delivery_attempt(
-        ${waitId}::text, ${attemptsBefore}::int, ${attempt.verdict}::text, ${attempt.status ?? null}::int, ${attempt.error}::text,
-        ${Math.round(attempt.seconds * 1000)}::int, ${host}::text,
-        ${deps.config.SIGNALBOX_DELIVERY_MAX_ATTEMPTS}::int, ${deps.config.SIGNALBOX_DELIVERY_BACKOFF_S}::double precision)`),
+/**
+ * Records attempts, in one statement; for each, undefined when the compare-and-set lost (this
+ * attempt number was recorded by another send).
+ */
+export async function recordAttempts(deps: Pick<Deps, "db" | "config">, items: Array<{ owed: OwedCallback; attempt: AttemptResult }>): Promise<Array<Recorded | undefined>> {
+  if (items.length === 0) return [];
+  const json = JSON.stringify(
+    items.map(({ owed, attempt }) => ({
+      wait_id: owed.waitId,
+      attempts_before: owed.attemptsBefore,
+      verdict: attempt.verdict,
+      status_code: attempt.status ?? null,
+      error: attempt.error,
+      duration_ms: Math.round(attempt.seconds * 1000),
+      callback_host: owed.host,
+    })),
   );
-  const row = rows[0];
-  return row && { outcome: row.outcome, attempt: Number(row.attempt), roundAttempt: Number(row.round_attempt) };
+  const rows = await retryingRollbacks(() =>
+    deps.db.execute<{ n: number; outcome: AttemptVerdict; attempt: number; round_attempt: number }>(sql`
+      select n, outcome, attempt, round_attempt from signalbox.record_delivery_attempts(
+        ${json}::json, ${deps.config.SIGNALBOX_DELIVERY_MAX_ATTEMPTS}::int, ${deps.config.SIGNALBOX_DELIVERY_BACKOFF_S}::double precision)`),
+  );
+  const out: Array<Recorded | undefined> = items.map(() => undefined);
+  for (const r of rows) out[Number(r.n) - 1] = { outcome: r.outcome, attempt: Number(r.attempt), roundAttempt: Number(r.round_attempt) };
+  return out;
 }

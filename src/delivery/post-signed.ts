@@ -3,7 +3,7 @@ import https from "node:https";
 import { classifyAttempt, type AttemptVerdict } from "./classify-response.ts";
 import { signWebhook } from "./sign-webhook.ts";
 
-const ATTEMPT_TIMEOUT_MS = 10_000;
+export const ATTEMPT_TIMEOUT_MS = 10_000;
 
 export interface AttemptResult {
   verdict: AttemptVerdict;

@@ -46,3 +46,27 @@ export const jobKeys = {
   sensor: (waitId: string) => `sensor:${waitId}`,
   notify: (notificationId: string) => `notify:${notificationId}`,
 };
+
+export interface JobSpec {
+  task: TaskName;
+  payload: unknown;
+  /** Seconds from now (database clock); 0: now. */
+  inS: number;
+  jobKey?: string;
+}
+
+/**
+ * Enqueues many jobs in one statement (one graphile-worker add_jobs, one NOTIFY), through the
+ * caller's transaction or as a statement of its own. A key already pending is replaced, as
+ * add_job does.
+ */
+export async function addJobs(tx: Queryable, specs: JobSpec[]): Promise<void> {
+  if (specs.length === 0) return;
+  const rows = await tx.execute<{ n: number }>(sql`
+    select count(*)::int as n from signalbox.add_jobs(array(
+      select row(t.task, t.payload, null, now() + t.in_s * interval '1 second', ${JOB_MAX_ATTEMPTS}::int2, t.job_key, null, null)::graphile_worker.job_spec
+      from json_to_recordset(${JSON.stringify(specs.map((s) => ({ task: s.task, payload: s.payload, in_s: s.inS, job_key: s.jobKey ?? null })))}::json)
+        as t(task text, payload json, in_s double precision, job_key text)))`);
+  // graphile/worker#580: under contention on one key add_jobs can leave a job out; retry the statement.
+  if (Number(rows[0]?.n) !== specs.length) throw Object.assign(new Error("add_jobs returned fewer jobs"), { code: "40001" });
+}

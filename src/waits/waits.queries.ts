@@ -1,4 +1,4 @@
-import { and, asc, eq, getTableColumns, gt, lt, sql, type SQL } from "drizzle-orm";
+import { and, asc, eq, getTableColumns, gt, inArray, lt, sql, type SQL } from "drizzle-orm";
 import type { Queryable } from "../db/client.ts";
 import { events, signals, waits } from "../db/schema.ts";
 import type { WaitRow } from "./wait-view.ts";
@@ -86,4 +86,24 @@ export async function findWaitWithEvent(q: Queryable, id: string): Promise<{ wai
   if (!row) return undefined;
   const { event, ...wait } = row;
   return { wait: normalise([wait])[0]!, event };
+}
+
+/**
+ * Several waits with their resolution events, in one query (the delivery engine reads a batch
+ * of callbacks at once). Waits with no resolution event yet are left out.
+ */
+export async function findWaitsWithEvents(q: Queryable, ids: string[]): Promise<Array<{ wait: WaitRow; event: { id: number; type: string; occurredAt: Date } }>> {
+  if (ids.length === 0) return [];
+  const rows = await q
+    .select({
+      ...getTableColumns(waits),
+      result: { sequence: signals.sequence, payload: signals.payload, receivedAt: signals.receivedAt },
+      event: { id: events.id, type: events.type, occurredAt: events.occurredAt },
+    })
+    .from(waits)
+    .leftJoin(signals, eq(signals.id, waits.signalId))
+    .innerJoin(events, eq(events.id, waits.resolutionEventId))
+    .where(inArray(waits.id, ids));
+  const found = normalise(rows.map(({ event: _event, ...wait }) => wait));
+  return found.map((wait, i) => ({ wait, event: rows[i]!.event }));
 }

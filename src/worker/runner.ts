@@ -1,13 +1,17 @@
 import { EventEmitter } from "node:events";
 import pg from "pg";
-import { run, type Runner, type WorkerEvents } from "graphile-worker";
+import { run, type Runner, type TaskList, type WorkerEvents } from "graphile-worker";
 import { workerLogger } from "../core/logger.ts";
 import { forgetPool, heartbeat, releaseDeadPools, releasePool, scheduleSweep } from "../jobs/worker-pools.ts";
-import { sweepIntervalS, taskList, type TaskDeps } from "./tasks.ts";
+import { DeliveryEngine } from "../delivery/delivery-engine.ts";
+import { deliveryTaskList, sweepIntervalS, timerTaskList, type TaskDeps } from "./tasks.ts";
 
 export interface WorkerOptions {
   databaseUrl: string;
+  /** Timeouts, timers and housekeeping run at once. */
   concurrency: number;
+  /** Callback, notification and sensor jobs run at once (default SIGNALBOX_DELIVERY_CONCURRENCY). */
+  deliveryConcurrency?: number;
   pollIntervalMs: number;
   /** Longest pause between two attempts to restart a runner that stopped (default 1 s). */
   maxRestartDelayMs?: number;
@@ -51,31 +55,134 @@ const POLL_SILENCE_MS = 5_000;
 /** How long a runner that stopped by itself may take to finish before its jobs are released anyway. */
 const DYING_GRACE_MS = 10_000;
 
+/** One supervised graphile-worker runner: its own pool, task list and concurrency. */
+interface SupervisedRunner {
+  status(): WorkerStatus;
+  healthy(): boolean;
+  poolId(): string | undefined;
+  stop(): Promise<void>;
+}
+
+export interface RunnerStatuses {
+  /** Timeouts, timers and housekeeping. */
+  timers: WorkerStatus;
+  /** Callbacks, notifications and sensor polls (outbound HTTP). */
+  deliveries: WorkerStatus;
+}
+
 /**
- * The graphile-worker runner in this process, supervised. graphile-worker only speaks `pg`, so
- * it has a pool of its own; our verbs still write through the drizzle pool. Jobs were enqueued
- * in the transactions that needed them, so this only runs them.
+ * The job runners of this process, supervised: one for timeouts, timers and housekeeping, one
+ * for outbound HTTP (callbacks, notifications, sensor polls), each with its own task list,
+ * concurrency and pool, so a timeout never waits for a slot a hung endpoint holds. Both must be
+ * up for the worker to be healthy; each is restarted by itself.
+ */
+export async function startWorker(deps: TaskDeps, opts: WorkerOptions): Promise<Worker & { runners(): RunnerStatuses; deliveries: DeliveryEngine }> {
+  const engine = new DeliveryEngine(deps, {
+    perEndpoint: deps.config.SIGNALBOX_DELIVERY_ENDPOINT_CONCURRENCY,
+    failuresToBackOff: deps.config.SIGNALBOX_DELIVERY_ENDPOINT_FAILURES,
+  });
+  const timers = await superviseRunner(deps, { ...opts, name: "timers", taskList: timerTaskList(deps) });
+  const deliveries = await superviseRunner(deps, {
+    ...opts,
+    name: "deliveries",
+    concurrency: opts.deliveryConcurrency ?? deps.config.SIGNALBOX_DELIVERY_CONCURRENCY,
+    taskList: deliveryTaskList(deps, engine),
+  }).catch(async (err: unknown) => {
+    await timers.stop();
+    throw err;
+  });
+  const runners = [timers, deliveries];
+  let stopping = false;
+
+  const beat = async () => {
+    if (stopping) return;
+    for (const r of runners) {
+      const poolId = r.poolId();
+      if (poolId) await heartbeat(deps.db, poolId).catch((err) => deps.log.warn({ err }, "heartbeat failed"));
+    }
+    // The sweep reschedules itself, so a process that dies mid-sweep would leave the one sweep
+    // job locked (for graphile-worker's 4 hours) and nobody would release its other jobs. Every
+    // live process keeps one pending: add_job moves the key off a locked job to a new one.
+    await scheduleSweep(deps.db, sweepIntervalS(deps.workerStaleS), true).catch((err) => deps.log.warn({ err }, "scheduling the sweep failed"));
+  };
+  for (const r of runners) r.onRestart = beat;
+
+  await beat();
+  const timer = setInterval(beat, Math.max(250, (deps.workerStaleS * 1000) / 3));
+  timer.unref();
+  // A process that died may have held jobs: release them now rather than at the next sweep.
+  await releaseDeadPools(deps.db, deps.workerStaleS);
+  await scheduleSweep(deps.db, sweepIntervalS(deps.workerStaleS), true);
+
+  const status = (): WorkerStatus => {
+    const [a, b] = [timers.status(), deliveries.status()];
+    return { running: a.running && b.running, polling: a.polling && b.polling, listening: a.listening && b.listening, restarts: a.restarts + b.restarts };
+  };
+  return {
+    deliveries: engine,
+    status,
+    runners: () => ({ timers: timers.status(), deliveries: deliveries.status() }),
+    healthy: () => timers.healthy() && deliveries.healthy(),
+    async stop() {
+      if (stopping) return;
+      stopping = true;
+      clearInterval(timer);
+      await Promise.all([timers.stop(), deliveries.stop()]);
+      await bounded(engine.stop(), 500);
+    },
+  };
+}
+
+interface RunnerOptions extends WorkerOptions {
+  name: string;
+  taskList: TaskList;
+}
+
+/**
+ * A graphile-worker runner, supervised. graphile-worker only speaks `pg`, so it has a pool of
+ * its own; our verbs still write through the drizzle pool. Jobs were enqueued in the
+ * transactions that needed them, so this only runs them.
  *
  * A runner stops by itself when the database stays away long enough (it cannot complete or fail
  * jobs, or its workers exit); `runner.promise` then settles. Nothing may look alive and do
  * nothing: the supervisor releases the jobs the stopped runner held and starts a new one, with
  * backoff, until the database answers again.
  */
-export async function startWorker(deps: TaskDeps, opts: WorkerOptions): Promise<Worker> {
+async function superviseRunner(deps: TaskDeps, opts: RunnerOptions): Promise<SupervisedRunner & { onRestart?: () => Promise<void> }> {
   const pgPool = new pg.Pool({
     connectionString: opts.databaseUrl,
     max: opts.concurrency + 3,
-    application_name: "signalbox-worker",
+    application_name: `signalbox-worker-${opts.name}`,
     connectionTimeoutMillis: 2_000, // an unreachable database fails a connect, never hangs it
   });
   // Without these an idle client's error would crash the process (graphile/worker#178).
-  pgPool.on("error", (err) => deps.log.warn({ err }, "worker pool connection error"));
-  pgPool.on("connect", (client) => client.on("error", (err) => deps.log.warn({ err }, "worker client error")));
+  pgPool.on("error", (err) => deps.log.warn({ err, runner: opts.name }, "worker pool connection error"));
+  pgPool.on("connect", (client) => client.on("error", (err) => deps.log.warn({ err, runner: opts.name }, "worker client error")));
 
   let current: Incarnation | undefined;
   let stopping = false;
   let restarts = 0;
   const maxRestartDelayMs = opts.maxRestartDelayMs ?? 1_000;
+  const self: SupervisedRunner & { onRestart?: () => Promise<void> } = {
+    status,
+    healthy: () => {
+      const s = status();
+      return s.running && s.polling;
+    },
+    poolId: () => current?.poolId,
+    async stop() {
+      if (stopping) return;
+      stopping = true;
+      const me = current;
+      current = undefined;
+      if (me) {
+        // Lets running jobs finish; bounded, since completing them needs the database, which may be away.
+        await bounded(me.runner.stop().catch((err: unknown) => deps.log.warn({ err }, "job runner stopped with an error")), STOP_RUNNER_MS);
+        if (me.poolId) await bounded(forgetPool(deps.db, me.poolId).catch(() => {}), 500);
+      }
+      await bounded(pgPool.end().catch(() => {}), 500);
+    },
+  };
 
   async function launch(): Promise<void> {
     const events = new EventEmitter() as WorkerEvents;
@@ -103,8 +210,8 @@ export async function startWorker(deps: TaskDeps, opts: WorkerOptions): Promise<
       noHandleSignals: true,
       concurrency: opts.concurrency,
       pollInterval: opts.pollIntervalMs,
-      logger: workerLogger(deps.log, observe),
-      taskList: taskList(deps),
+      logger: workerLogger(deps.log.child({ runner: opts.name }), observe),
+      taskList: opts.taskList,
       parsedCronItems: [], // no crontab: the sweep schedules itself
       // The local queue: one get_job at a time for all the workers, a batch of up to
       // `concurrency` jobs each, and NOTIFYs arriving meanwhile folded into one more fetch.
@@ -130,7 +237,7 @@ export async function startWorker(deps: TaskDeps, opts: WorkerOptions): Promise<
     if (current !== me) return;
     current = undefined;
     restarts++;
-    deps.log.error({ err, poolId: me.poolId }, `${why}: starting a new one`);
+    deps.log.error({ err, poolId: me.poolId, runner: opts.name }, `${why}: starting a new one`);
     // What the old pool holds is released once it has finished (or after a grace period).
     const finished = new Promise<void>((resolve) => {
       void me.runner.promise.then(resolve, resolve);
@@ -146,11 +253,11 @@ export async function startWorker(deps: TaskDeps, opts: WorkerOptions): Promise<
       if (stopping) return;
       try {
         await launch();
-        deps.log.info({ poolId: current?.poolId, attempt }, "job runner restarted");
-        await beat();
+        deps.log.info({ poolId: current?.poolId, attempt, runner: opts.name }, "job runner restarted");
+        await self.onRestart?.();
         return;
       } catch (err) {
-        if (attempt % 10 === 0) deps.log.warn({ err, attempt }, "job runner restart failed; trying again");
+        if (attempt % 10 === 0) deps.log.warn({ err, attempt, runner: opts.name }, "job runner restart failed; trying again");
       }
     }
   }
@@ -167,52 +274,19 @@ export async function startWorker(deps: TaskDeps, opts: WorkerOptions): Promise<
     }
   }
 
-  const beat = async () => {
-    const poolId = current?.poolId;
-    if (!poolId || stopping) return;
-    await heartbeat(deps.db, poolId).catch((err) => deps.log.warn({ err }, "heartbeat failed"));
-    // The sweep reschedules itself, so a process that dies mid-sweep would leave the one sweep
-    // job locked (for graphile-worker's 4 hours) and nobody would release its other jobs. Every
-    // live process keeps one pending: add_job moves the key off a locked job to a new one.
-    await scheduleSweep(deps.db, sweepIntervalS(deps.workerStaleS), true).catch((err) => deps.log.warn({ err }, "scheduling the sweep failed"));
-  };
-
-  await launch();
-  await beat();
-  const timer = setInterval(beat, Math.max(250, (deps.workerStaleS * 1000) / 3));
-  timer.unref();
-  // A process that died may have held jobs: release them now rather than at the next sweep.
-  await releaseDeadPools(deps.db, deps.workerStaleS);
-  await scheduleSweep(deps.db, sweepIntervalS(deps.workerStaleS), true);
-
   const polling = (me: Incarnation | undefined) =>
     me !== undefined && me.lastPollOk >= me.lastPollError && (me.jobsRunning > 0 || Date.now() - me.lastPollOk < POLL_SILENCE_MS);
-  const status = (): WorkerStatus => ({
-    running: !stopping && current !== undefined,
-    polling: polling(current),
-    listening: current?.listening ?? false,
-    restarts,
-  });
-  return {
-    status,
-    healthy: () => {
-      const s = status();
-      return s.running && s.polling;
-    },
-    async stop() {
-      if (stopping) return;
-      stopping = true;
-      clearInterval(timer);
-      const me = current;
-      current = undefined;
-      if (me) {
-        // Lets running jobs finish; bounded, since completing them needs the database, which may be away.
-        await bounded(me.runner.stop().catch((err: unknown) => deps.log.warn({ err }, "job runner stopped with an error")), STOP_RUNNER_MS);
-        if (me.poolId) await bounded(forgetPool(deps.db, me.poolId).catch(() => {}), 500);
-      }
-      await bounded(pgPool.end().catch(() => {}), 500);
-    },
-  };
+  function status(): WorkerStatus {
+    return { running: !stopping && current !== undefined, polling: polling(current), listening: current?.listening ?? false, restarts };
+  }
+
+  try {
+    await launch();
+  } catch (err) {
+    await bounded(pgPool.end().catch(() => {}), 500);
+    throw err;
+  }
+  return self;
 }
 
 /** Waits for `p` at most `ms`; whatever it was doing goes on without us. */

@@ -1,7 +1,7 @@
 import type { TaskList } from "graphile-worker";
 import { z } from "zod";
 import type { Deps } from "../deps.ts";
-import { deliverCallback } from "../delivery/deliver-callback.ts";
+import { DeliveryEngine } from "../delivery/delivery-engine.ts";
 import { releaseDeadPools, scheduleSweep } from "../jobs/worker-pools.ts";
 import { purgeExpiredReceipts } from "../signals/signals.queries.ts";
 import { deliverNotification } from "../notifications/deliver-notification.ts";
@@ -13,27 +13,39 @@ import { nextPurgeInS, PURGE_INTERVAL_S, schedulePurge } from "../retention/sche
 
 /** Jobs carry ids only; state lives in our tables. Payloads are parsed, never trusted. */
 const ById = z.object({ id: z.string().min(1) });
+/** A delivery job: one wait (a retry, a redelivery), or a batch (an array, merged by graphile-worker). */
+const Deliveries = z.union([ById.transform((p) => [p.id]), z.array(z.union([z.string().min(1), ById.transform((p) => p.id)]))]);
 
 export interface TaskDeps extends Deps {
   workerStaleS: number;
 }
 
-export function taskList(deps: TaskDeps): TaskList {
+/**
+ * The outbound HTTP jobs (callbacks, notifications, sensor polls): they run in a runner of their
+ * own, so an endpoint that hangs never holds a slot a timeout or a timer needs.
+ */
+export function deliveryTaskList(deps: TaskDeps, engine: DeliveryEngine): TaskList {
   return {
-    expire_wait: async function expireWaitTask(payload) {
-      await expireWait(deps, ById.parse(payload).id);
-    },
     deliver_callback: async function deliverCallbackTask(payload, helpers) {
-      await deliverCallback(deps, ById.parse(payload).id, helpers.abortSignal);
+      await engine.deliver(Deliveries.parse(payload), helpers.abortSignal);
     },
-    fire_timer: async function fireTimerTask(payload) {
-      await fireTimer(deps, ById.parse(payload).id);
+    deliver_notification: async function deliverNotificationTask(payload, helpers) {
+      await deliverNotification(deps, ById.parse(payload).id, helpers.abortSignal);
     },
     poll_sensor: async function pollSensorTask(payload, helpers) {
       await pollSensor(deps, ById.parse(payload).id, helpers.abortSignal);
     },
-    deliver_notification: async function deliverNotificationTask(payload, helpers) {
-      await deliverNotification(deps, ById.parse(payload).id, helpers.abortSignal);
+  };
+}
+
+/** Timeouts, timers and housekeeping: database work only, never waiting on an endpoint. */
+export function timerTaskList(deps: TaskDeps): TaskList {
+  return {
+    expire_wait: async function expireWaitTask(payload) {
+      await expireWait(deps, ById.parse(payload).id);
+    },
+    fire_timer: async function fireTimerTask(payload) {
+      await fireTimer(deps, ById.parse(payload).id);
     },
     sweep: async function sweepTask() {
       const released = await releaseDeadPools(deps.db, deps.workerStaleS);
@@ -54,3 +66,12 @@ export function taskList(deps: TaskDeps): TaskList {
  * then at most 3 s to the next sweep). A sweep is one short query for all processes together.
  */
 export const sweepIntervalS = (staleS: number) => Math.max(1, staleS / 4);
+
+/** Every task, in one list (tests that run due jobs themselves, on a worker of their own). */
+export function taskList(deps: TaskDeps): TaskList {
+  const engine = new DeliveryEngine(deps, {
+    perEndpoint: deps.config.SIGNALBOX_DELIVERY_ENDPOINT_CONCURRENCY,
+    failuresToBackOff: deps.config.SIGNALBOX_DELIVERY_ENDPOINT_FAILURES,
+  });
+  return { ...timerTaskList(deps), ...deliveryTaskList(deps, engine) };
+}

@@ -50,9 +50,13 @@ let slowApp: TestApp;
 const warnings = logCapture<{ level: number; msg: string; waitId?: string; callbackHost?: string; lastError?: string; attempts?: number; reason?: string }>();
 const receivers: Array<{ close(): Promise<void> }> = [];
 
+// These tests are about one wait's attempts: its endpoint is never backed off as a whole here
+// (test/api/endpoint-isolation.test.ts is about that).
+const NO_ENDPOINT_BACKOFF = { SIGNALBOX_DELIVERY_ENDPOINT_FAILURES: "1000" };
+
 beforeAll(async () => {
-  app = await startTestApp({ env: { SIGNALBOX_DELIVERY_MAX_ATTEMPTS: String(MAX_ATTEMPTS), LOG_LEVEL: "warn" }, logStream: warnings.stream });
-  slowApp = await startTestApp({ env: { SIGNALBOX_DELIVERY_MAX_ATTEMPTS: String(MAX_ATTEMPTS), SIGNALBOX_DELIVERY_BACKOFF_S: "3600" } });
+  app = await startTestApp({ env: { ...NO_ENDPOINT_BACKOFF, SIGNALBOX_DELIVERY_MAX_ATTEMPTS: String(MAX_ATTEMPTS), LOG_LEVEL: "warn" }, logStream: warnings.stream });
+  slowApp = await startTestApp({ env: { ...NO_ENDPOINT_BACKOFF, SIGNALBOX_DELIVERY_MAX_ATTEMPTS: String(MAX_ATTEMPTS), SIGNALBOX_DELIVERY_BACKOFF_S: "3600" } });
   for (const a of [app, slowApp]) await declareType(a, "approval");
 });
 afterAll(async () => {

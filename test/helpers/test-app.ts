@@ -10,6 +10,7 @@ import { parseSecretKey, SecretBox } from "../../src/auth/secret-box.ts";
 import { loadConfig, type Config } from "../../src/config.ts";
 import type { Deps } from "../../src/deps.ts";
 import { createLogger } from "../../src/core/logger.ts";
+import { createMetrics } from "../../src/core/metrics.ts";
 import { openDatabase, type Database } from "../../src/db/client.ts";
 import { pingDatabase } from "../../src/db/ping.ts";
 import { callbackKey } from "../../src/auth/bootstrap-secrets.ts";
@@ -131,6 +132,8 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
     },
     ...(secretBox ? { secretBox } : {}),
     signalTypeCache: new SignalTypeCache(),
+    // One registry for the app and its worker, as main.ts builds them: /metrics shows both.
+    metrics: createMetrics(),
   };
   await deps.signalTypeCache!.listen(database.sql, deps.db);
   const changes = new ChangeFeed({ maxHeld: config.SIGNALBOX_MAX_HELD_REQUESTS });
@@ -140,7 +143,7 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
       ? undefined
       : await startWorker(
           { ...deps, workerStaleS: config.SIGNALBOX_WORKER_STALE_S },
-          { databaseUrl: db.url, concurrency: config.SIGNALBOX_WORKER_CONCURRENCY, pollIntervalMs: config.SIGNALBOX_POLL_INTERVAL_MS },
+          { databaseUrl: db.url, concurrency: config.SIGNALBOX_WORKER_CONCURRENCY, deliveryConcurrency: config.SIGNALBOX_DELIVERY_CONCURRENCY, pollIntervalMs: config.SIGNALBOX_POLL_INTERVAL_MS },
         );
   const shutdown = new AbortController();
   const app = createApp({

@@ -1,0 +1,144 @@
+/**
+ * Per-endpoint admission for callbacks (Svix-like handling of one endpoint as a whole): at most
+ * `perEndpoint` requests in flight to one host, and a host whose attempts keep failing (no answer,
+ * 5xx, 408, 429) `failuresToBackOff` times in a row is backed off: no request goes to it until
+ * the backoff ends (max(1 s, base) × 2^(trips-1), at most `maxBackoffS`), then one probe at a time until
+ * one is answered. An answer that is not a failure (2xx, or a 4xx that is no reason to retry)
+ * makes the host healthy again.
+ *
+ * Nothing here waits long: a request either goes now, waits briefly for a free slot while the
+ * host answers (its requests in flight are young), or is turned away (`busy`, `backed_off`) so the
+ * caller can schedule it for later instead of holding a job slot for a hung endpoint.
+ */
+export type Admission =
+  | { kind: "send"; release(failed: boolean): void }
+  | { kind: "backed_off"; failures: number; untilMs: number }
+  | { kind: "busy"; retryInMs: number };
+
+export interface EndpointGateOptions {
+  perEndpoint: number;
+  failuresToBackOff: number;
+  backoffBaseS: number;
+  maxBackoffS?: number;
+  /** A host whose oldest request in flight is older than this, with no free slot, is stuck: turn away, do not wait. */
+  stuckMs?: number;
+  now?: () => number;
+  /** An endpoint was backed off (its failures in a row, until when). */
+  onBackOff?(host: string, failures: number, untilMs: number): void;
+  /** An endpoint answered again after it had been backed off. */
+  onRecover?(host: string): void;
+}
+
+interface Waiter {
+  wake(): void;
+}
+
+interface HostState {
+  /** Start times of the requests in flight. */
+  inFlight: Set<{ at: number }>;
+  waiters: Waiter[];
+  failures: number;
+  trips: number;
+  untilMs: number;
+  timer?: NodeJS.Timeout;
+}
+
+export class EndpointGate {
+  readonly #hosts = new Map<string, HostState>();
+  readonly #opts: Required<Omit<EndpointGateOptions, "onBackOff" | "onRecover">> & Pick<EndpointGateOptions, "onBackOff" | "onRecover">;
+
+  constructor(opts: EndpointGateOptions) {
+    this.#opts = { maxBackoffS: 60, stuckMs: 1_000, now: Date.now, ...opts };
+  }
+
+  /** Endpoints backed off right now. */
+  backedOff(): number {
+    const now = this.#opts.now();
+    let n = 0;
+    for (const s of this.#hosts.values()) if (s.untilMs > now) n++;
+    return n;
+  }
+
+  /** Whether `host` is backed off now (tests, operators). */
+  isBackedOff(host: string): boolean {
+    return (this.#hosts.get(host)?.untilMs ?? 0) > this.#opts.now();
+  }
+
+  async admit(host: string): Promise<Admission> {
+    for (;;) {
+      const s = this.#state(host);
+      const now = this.#opts.now();
+      if (s.untilMs > now) return { kind: "backed_off", failures: s.failures, untilMs: s.untilMs };
+      // After a backoff: one probe at a time until the endpoint answers.
+      const limit = s.trips > 0 ? 1 : this.#opts.perEndpoint;
+      if (s.inFlight.size < limit) return this.#send(host, s);
+      const oldest = Math.min(...[...s.inFlight].map((r) => r.at));
+      const age = now - oldest;
+      // Stuck (or a probe is out): come back later, the longer the longer they hang.
+      if (s.trips > 0 || age >= this.#opts.stuckMs) return { kind: "busy", retryInMs: Math.min(10_000, Math.max(1_000, 2 * age)) };
+      // Its requests are young: a slot frees soon. Wait for one, or until they look stuck.
+      await new Promise<void>((resolve) => {
+        const waiter: Waiter = { wake: () => (clearTimeout(t), resolve()) };
+        const t = setTimeout(() => {
+          s.waiters = s.waiters.filter((w) => w !== waiter);
+          resolve();
+        }, this.#opts.stuckMs - age + 1);
+        s.waiters.push(waiter);
+      });
+    }
+  }
+
+  #state(host: string): HostState {
+    let s = this.#hosts.get(host);
+    if (!s) this.#hosts.set(host, (s = { inFlight: new Set(), waiters: [], failures: 0, trips: 0, untilMs: 0 }));
+    return s;
+  }
+
+  #send(host: string, s: HostState): Admission {
+    const request = { at: this.#opts.now() };
+    s.inFlight.add(request);
+    let released = false;
+    return {
+      kind: "send",
+      release: (failed: boolean) => {
+        if (released) return;
+        released = true;
+        s.inFlight.delete(request);
+        if (failed) this.#failed(host, s);
+        else this.#answered(host, s);
+        this.#wakeOne(s);
+        this.#forgetIfIdle(host, s);
+      },
+    };
+  }
+
+  #answered(host: string, s: HostState) {
+    const wasBackedOff = s.trips > 0;
+    s.failures = 0;
+    s.trips = 0;
+    s.untilMs = 0;
+    if (wasBackedOff) this.#opts.onRecover?.(host);
+  }
+
+  #failed(host: string, s: HostState) {
+    s.failures++;
+    if (s.failures < this.#opts.failuresToBackOff) return;
+    // Failures of requests sent before the backoff began do not extend it.
+    if (s.untilMs > this.#opts.now()) return;
+    s.trips++;
+    const backoffS = Math.min(this.#opts.maxBackoffS, Math.max(1, this.#opts.backoffBaseS) * 2 ** (s.trips - 1));
+    s.untilMs = this.#opts.now() + backoffS * 1000;
+    this.#opts.onBackOff?.(host, s.failures, s.untilMs);
+    // Whoever waits for a slot now learns it is backed off.
+    for (const w of s.waiters.splice(0)) w.wake();
+  }
+
+  #wakeOne(s: HostState) {
+    s.waiters.shift()?.wake();
+  }
+
+  /** A healthy host with nothing in flight needs no memory. */
+  #forgetIfIdle(host: string, s: HostState) {
+    if (s.inFlight.size === 0 && s.waiters.length === 0 && s.failures === 0 && s.trips === 0) this.#hosts.delete(host);
+  }
+}

@@ -1,0 +1,67 @@
+import { describe, expect, it } from "vitest";
+import { EndpointGate, type Admission } from "../../src/delivery/endpoint-gate.ts";
+
+// The per-endpoint gate of callback delivery, on a clock the test moves.
+
+function gate(opts: { perEndpoint?: number; failures?: number } = {}) {
+  let t = 1_000_000;
+  const events: string[] = [];
+  const g = new EndpointGate({
+    perEndpoint: opts.perEndpoint ?? 2,
+    failuresToBackOff: opts.failures ?? 3,
+    backoffBaseS: 1,
+    stuckMs: 100,
+    now: () => t,
+    onBackOff: (host, failures, until) => events.push(`backoff ${host} ${failures} ${(until - t) / 1000}s`),
+    onRecover: (host) => events.push(`recover ${host}`),
+  });
+  return { g, events, advance: (ms: number) => (t += ms) };
+}
+
+const send = (a: Admission) => {
+  if (a.kind !== "send") throw new Error(`expected send, got ${a.kind}`);
+  return a;
+};
+
+describe("EndpointGate", () => {
+  it("caps requests in flight per endpoint; other endpoints are not counted against it", async () => {
+    const { g, advance } = gate({ perEndpoint: 2 });
+    send(await g.admit("a:1"));
+    send(await g.admit("a:1"));
+    send(await g.admit("b:1"));
+    advance(150); // a's requests are now older than stuckMs: a is stuck, not waited for
+    expect((await g.admit("a:1")).kind).toBe("busy");
+    send(await g.admit("b:1"));
+  });
+
+  it("a waiter gets the slot a young request frees", async () => {
+    const { g } = gate({ perEndpoint: 1 });
+    const first = send(await g.admit("a:1"));
+    const second = g.admit("a:1");
+    first.release(false);
+    expect((await second).kind).toBe("send");
+  });
+
+  it("backs an endpoint off after failures in a row, probes one at a time after, and recovers on an answer", async () => {
+    const { g, events, advance } = gate({ perEndpoint: 5, failures: 3 });
+    for (let i = 0; i < 2; i++) send(await g.admit("a:1")).release(true);
+    send(await g.admit("a:1")).release(false); // an answer resets the count
+    for (let i = 0; i < 3; i++) send(await g.admit("a:1")).release(true);
+    expect(events).toEqual(["backoff a:1 3 1s"]);
+    expect(g.isBackedOff("a:1")).toBe(true);
+    expect(g.backedOff()).toBe(1);
+    expect(await g.admit("a:1")).toMatchObject({ kind: "backed_off", failures: 3 });
+
+    advance(1_001);
+    const probe = send(await g.admit("a:1"));
+    expect((await g.admit("a:1")).kind).toBe("busy"); // one probe at a time
+    probe.release(true); // the probe failed: backed off again, twice as long
+    expect(events.at(-1)).toBe("backoff a:1 4 2s");
+    advance(2_001);
+    send(await g.admit("a:1")).release(false);
+    expect(events.at(-1)).toBe("recover a:1");
+    expect(g.backedOff()).toBe(0);
+    send(await g.admit("a:1"));
+    send(await g.admit("a:1")); // the full cap again
+  });
+});
