@@ -16,6 +16,11 @@ describe("signalbox --help and usage errors", () => {
     expect(stdout).toMatch(/Exit codes:\n  0 .*\n  1 .*\n  2 .*\n  3 /);
   });
 
+  it("--version prints the package's version", async () => {
+    const { version } = JSON.parse(await fs.readFile(path.resolve(import.meta.dirname, "../package.json"), "utf8")) as { version: string };
+    expect(await runCli(["--version"])).toMatchObject({ code: 0, stdout: `${version}\n` });
+  });
+
   it.each(COMMANDS)("%s %s --help explains the command, its options and the exit codes", async (...name) => {
     const { code, stdout } = await runCli([...name.filter(Boolean), "--help"]);
     expect(code).toBe(0);

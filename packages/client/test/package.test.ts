@@ -53,6 +53,9 @@ describe("the published package", () => {
   it("its signalbox command runs the build against a live server", async () => {
     const help = await run(process.execPath, [path.join(installed, "bin/signalbox.js"), "--help"]);
     expect(help.stdout).toContain("usage: signalbox <command>");
+    const version = await run(process.execPath, [path.join(installed, "bin/signalbox.js"), "--version"]);
+    const { version: packedVersion } = JSON.parse(await fs.readFile(path.join(installed, "package.json"), "utf8")) as { version: string };
+    expect(version.stdout).toBe(`${packedVersion}\n`);
     const ls = await run(process.execPath, [path.join(installed, "bin/signalbox.js"), "waits", "ls", "--json", "--url", app.baseUrl, "--token", API_KEY]);
     expect(JSON.parse(ls.stdout)).toEqual([]);
   });

@@ -1,6 +1,7 @@
 // `signalbox`: the command line for operators and scripts. One file per command under
 // commands/; this one finds the command, parses its flags, runs it and turns what went wrong
 // into a message and a documented exit code.
+import { readFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { createClient, type SignalboxClient } from "../client.ts";
 import { SignalboxConnectionError, SignalboxProblem } from "../problem.ts";
@@ -133,4 +134,5 @@ ${CONNECTION_HELP}
 ${EXIT_CODES_HELP}`;
 }
 
-const VERSION = "0.1.0";
+/** The package's version: package.json is two folders up from both src/cli/ and dist/cli/. */
+const VERSION = (JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as { version: string }).version;
