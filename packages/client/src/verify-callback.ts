@@ -80,7 +80,8 @@ export async function signCallback(secret: string, id: string, body: string, tim
 }
 
 function single(headers: HeadersLike, name: string): string {
-  const value = headers instanceof Headers ? headers.get(name) : lookup(headers, name);
+  // Any Headers-like object (undici's, node-fetch's, a framework's), not only this realm's Headers.
+  const value = typeof (headers as Headers).get === "function" ? (headers as Headers).get(name) : lookup(headers as Record<string, string | string[] | undefined>, name);
   if (value === null || value === undefined || value === "") throw new CallbackVerificationError(`missing ${name}`);
   if (Array.isArray(value)) throw new CallbackVerificationError(`more than one ${name}`);
   return value as string;

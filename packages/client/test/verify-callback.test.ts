@@ -44,6 +44,10 @@ describe("verifyCallback", () => {
     if (got.type === "signal.received") expect(got.wait.result?.payload).toEqual({ approved: true });
     await expect(verifyCallback(new Headers(signed()), new TextEncoder().encode(body), SECRET, { now })).resolves.toEqual(event);
     await expect(verifyCallback(signed(), new TextEncoder().encode(body).buffer, SECRET, { now })).resolves.toEqual(event);
+    // Another library's Headers (node-fetch, a framework's): anything with get(name).
+    const h: Record<string, string> = signed();
+    const foreign = { get: (name: string) => h[name] ?? null } as unknown as Headers;
+    await expect(verifyCallback(foreign, body, SECRET, { now })).resolves.toEqual(event);
   });
 
   it("finds the headers whatever their case (node lowercases them, others may not)", async () => {
