@@ -7,15 +7,19 @@
 # layer check) is the build check; only the checked sources leave this stage.
 FROM node:24-slim AS build
 WORKDIR /app
-# patches/ first: npm ci's postinstall (patch-package) applies them to node_modules.
+# patches/ first: npm ci's postinstall (patch-package) applies them to node_modules. The
+# workspace's package.json too: without it npm ci skips the client's dev dependencies, which the
+# lint below type-checks.
 COPY package.json package-lock.json ./
+COPY packages/client/package.json ./packages/client/
 COPY patches ./patches
 RUN npm ci --no-audit --no-fund
 COPY . .
 RUN npm run lint
 
 # Stage 2: the runtime. Production dependencies only; Node runs the TypeScript sources directly
-# (type stripping), so there is no compiled output to copy.
+# (type stripping), so there is no compiled output to copy. The client workspace (packages/) is
+# not part of the service: npm ci skips it here.
 FROM node:24-slim AS runtime
 ENV NODE_ENV=production \
     PORT=8080 \

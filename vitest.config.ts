@@ -10,7 +10,7 @@ export default defineConfig({
         extends: true,
         test: {
           name: "suite",
-          include: ["test/**/*.test.ts"],
+          include: ["test/**/*.test.ts", "packages/*/test/**/*.test.ts"],
           exclude: [...configDefaults.exclude, "test/faults/**"],
           // Each file gets its own database cloned from a migrated template, so files run in parallel.
           fileParallelism: true,

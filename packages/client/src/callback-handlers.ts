@@ -1,0 +1,162 @@
+// Request handlers that verify and parse signalbox callbacks, for node:http, express and
+// fetch-style servers (hono, Bun, Deno, workers). Each answers as signalbox expects: 204 once
+// `onEvent` has finished (delivered), 401 for a request that does not verify (a permanent
+// failure: signalbox does not retry it, so a wrong secret shows up as failed deliveries), and
+// 500 when `onEvent` throws (signalbox retries it, with the same webhook-id).
+import type { SignalboxEvent } from "./types.ts";
+import { CallbackVerificationError, verifyCallback, type HeadersLike } from "./verify-callback.ts";
+
+export interface CallbackHandlerOptions {
+  /** SIGNALBOX_CALLBACK_SECRET (`whsec_…`), or several while rotating it. */
+  secret: string | readonly string[];
+  /**
+   * Called once per verified request. Resolve to acknowledge; throw to have signalbox retry.
+   * The same event can come again (at least once): deduplicate on `event.id`.
+   */
+  onEvent: (event: SignalboxEvent) => void | Promise<void>;
+  /** Allowed clock skew for `webhook-timestamp`, in seconds (default 300). */
+  toleranceS?: number;
+  /** Larger bodies are refused with 413 (default 16 MiB: a wait carries its signal's payload). */
+  maxBodyBytes?: number;
+  /** Told about errors thrown by `onEvent` (default: console.error). */
+  onError?: (err: unknown) => void;
+}
+
+interface Answer {
+  status: number;
+  text?: string;
+}
+
+const DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024;
+
+/** The core every adapter calls: verify, hand the event over, decide the status. */
+async function handle(o: CallbackHandlerOptions, headers: HeadersLike, body: Uint8Array): Promise<Answer> {
+  let event: SignalboxEvent;
+  try {
+    event = await verifyCallback(headers, body, o.secret, { toleranceS: o.toleranceS });
+  } catch (err) {
+    if (err instanceof CallbackVerificationError) return { status: 401, text: err.message };
+    throw err;
+  }
+  try {
+    await o.onEvent(event);
+  } catch (err) {
+    (o.onError ?? ((e: unknown) => console.error("signalbox callback handler:", e)))(err);
+    return { status: 500, text: "the event was not processed; signalbox will retry" };
+  }
+  return { status: 204 };
+}
+
+class BodyTooLarge extends Error {}
+
+/** A fetch-style handler: `(request) => response`. */
+export function fetchCallbackHandler(o: CallbackHandlerOptions): (request: Request) => Promise<Response> {
+  return async (request) => {
+    if (request.method !== "POST") return new Response("POST only", { status: 405, headers: { allow: "POST" } });
+    const declared = Number(request.headers.get("content-length") ?? 0);
+    if (declared > (o.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES)) return new Response("body too large", { status: 413 });
+    const body = new Uint8Array(await request.arrayBuffer());
+    if (body.byteLength > (o.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES)) return new Response("body too large", { status: 413 });
+    return toResponse(await handle(o, request.headers, body));
+  };
+}
+
+/** The part of hono's `Context` the handler uses. */
+export interface HonoContextLike {
+  req: { raw: Request; arrayBuffer(): Promise<ArrayBuffer> };
+}
+
+/**
+ * A hono handler: `app.post("/signalbox", honoCallbackHandler({ secret, onEvent }))`. The body is
+ * read through `c.req.arrayBuffer()`, which hono caches, so it works after other middleware.
+ */
+export function honoCallbackHandler(o: CallbackHandlerOptions): (c: HonoContextLike) => Promise<Response> {
+  return async (c) => {
+    const body = new Uint8Array(await c.req.arrayBuffer());
+    if (body.byteLength > (o.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES)) return new Response("body too large", { status: 413 });
+    return toResponse(await handle(o, c.req.raw.headers, body));
+  };
+}
+
+/** The parts of node's `IncomingMessage` (and express's `Request`) the handler uses. */
+export interface NodeRequestLike extends AsyncIterable<Uint8Array | string> {
+  method?: string;
+  headers: Record<string, string | string[] | undefined>;
+  /** Set by express body parsers: a Buffer from `express.raw()`, a string from `express.text()`. */
+  body?: unknown;
+}
+
+/** The parts of node's `ServerResponse` (and express's `Response`) the handler uses. */
+export interface NodeResponseLike {
+  statusCode: number;
+  setHeader(name: string, value: string): unknown;
+  end(chunk?: string): unknown;
+}
+
+/** A node:http request listener: `http.createServer(nodeCallbackHandler({ secret, onEvent }))`. */
+export function nodeCallbackHandler(o: CallbackHandlerOptions): (req: NodeRequestLike, res: NodeResponseLike) => Promise<void> {
+  return async (req, res) => {
+    if (req.method !== undefined && req.method !== "POST") return send(res, { status: 405, text: "POST only" });
+    let body: Uint8Array;
+    try {
+      body = await readBody(req, o.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES);
+    } catch (err) {
+      if (err instanceof BodyTooLarge) return send(res, { status: 413, text: "body too large" });
+      throw err;
+    }
+    send(res, await handle(o, req.headers, body));
+  };
+}
+
+/**
+ * An express handler: `app.post("/signalbox", expressCallbackHandler({ secret, onEvent }))`.
+ * Mount it before `express.json()`, or give its route `express.raw({ type: "application/json" })`:
+ * the signature covers the exact bytes sent, which a parsed-and-reserialised body no longer is.
+ */
+export function expressCallbackHandler(o: CallbackHandlerOptions): (req: NodeRequestLike, res: NodeResponseLike, next: (err?: unknown) => void) => void {
+  const node = nodeCallbackHandler(o);
+  return (req, res, next) => {
+    const parsed = req.body;
+    if (parsed instanceof Uint8Array || typeof parsed === "string") {
+      const body = typeof parsed === "string" ? new TextEncoder().encode(parsed) : parsed;
+      if (body.byteLength > (o.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES)) return send(res, { status: 413, text: "body too large" });
+      handle(o, req.headers, body).then((answer) => send(res, answer), next);
+      return;
+    }
+    if (parsed !== undefined && parsed !== null && typeof parsed === "object" && Object.keys(parsed).length > 0) {
+      return next(
+        new Error("signalbox callback: the body was parsed before the handler (express.json()?); mount the handler before it, or use express.raw({ type: \"application/json\" }) on its route"),
+      );
+    }
+    node(req, res).catch(next);
+  };
+}
+
+async function readBody(req: AsyncIterable<Uint8Array | string>, max: number): Promise<Uint8Array> {
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    const bytes = typeof chunk === "string" ? new TextEncoder().encode(chunk) : chunk;
+    size += bytes.byteLength;
+    if (size > max) throw new BodyTooLarge();
+    chunks.push(bytes);
+  }
+  const body = new Uint8Array(size);
+  let at = 0;
+  for (const chunk of chunks) {
+    body.set(chunk, at);
+    at += chunk.byteLength;
+  }
+  return body;
+}
+
+function send(res: NodeResponseLike, answer: Answer): void {
+  res.statusCode = answer.status;
+  if (answer.text === undefined) return void res.end();
+  res.setHeader("content-type", "text/plain; charset=utf-8");
+  res.end(answer.text);
+}
+
+function toResponse(answer: Answer): Response {
+  return new Response(answer.status === 204 ? null : (answer.text ?? null), { status: answer.status, headers: answer.text ? { "content-type": "text/plain; charset=utf-8" } : {} });
+}

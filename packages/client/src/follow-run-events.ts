@@ -1,0 +1,64 @@
+import type { Client } from "openapi-fetch";
+import type { paths } from "./generated/openapi.ts";
+import { problemFrom } from "./http.ts";
+import { SignalboxConnectionError, SignalboxProblem } from "./problem.ts";
+import { pause } from "./retry.ts";
+import { readServerSentEvents } from "./sse.ts";
+import type { RunEvent } from "./types.ts";
+
+export interface FollowOptions {
+  /** Start after this event id (default: the run's whole history first). */
+  after?: string;
+  /** Stops following; the generator then returns. */
+  signal?: AbortSignal;
+  /** Consecutive failed reconnections after which the error is thrown (default 10). */
+  reconnectAttempts?: number;
+}
+
+/**
+ * A run's history and then its live events, from `GET /runs/{run}/events` as an event stream.
+ * When the stream drops (a restart, a proxy's idle timeout) it reconnects after the last event
+ * seen, so no event is missed or repeated. The first connection is not retried: a wrong URL or
+ * token fails at once.
+ */
+export async function* followRunEvents(api: Client<paths>, baseUrl: string, run: string, o: FollowOptions = {}): AsyncGenerator<RunEvent> {
+  let after = o.after;
+  let failures = 0;
+  let connected = false;
+  while (!o.signal?.aborted) {
+    let body: ReadableStream<Uint8Array>;
+    try {
+      const { data, error, response } = await api.GET("/runs/{run}/events", {
+        params: { path: { run }, query: after === undefined ? {} : { after } },
+        headers: { accept: "text/event-stream" },
+        parseAs: "stream",
+        signal: o.signal,
+      });
+      if (!response.ok || !data) throw problemFrom(response, error);
+      body = data;
+    } catch (err) {
+      if (o.signal?.aborted) return;
+      const transient = !(err instanceof SignalboxProblem) || err.status >= 500;
+      if (!connected || !transient || ++failures > (o.reconnectAttempts ?? 10)) {
+        throw err instanceof SignalboxProblem ? err : new SignalboxConnectionError(baseUrl, err);
+      }
+      await pause(Math.min(250 * 2 ** (failures - 1), 5000), o.signal).catch(() => {});
+      continue;
+    }
+    connected = true;
+    failures = 0;
+    try {
+      for await (const message of readServerSentEvents(body)) {
+        const event = JSON.parse(message.data) as RunEvent;
+        after = event.id;
+        yield event;
+      }
+    } catch {
+      // The stream broke mid-way: reconnect after the last event seen, below.
+    }
+    if (o.signal?.aborted) return;
+    // Ended by the server (a restart): a moment's pause, so a server closing every stream at
+    // once is not asked again in a tight loop.
+    await pause(250, o.signal).catch(() => {});
+  }
+}

@@ -1,0 +1,56 @@
+import { SignalboxConnectionError, SignalboxProblem } from "./problem.ts";
+
+export interface RetryOptions {
+  /** Attempts in all, the first included (default 5). 1 turns retrying off. */
+  attempts?: number;
+  /** Pause before the second attempt; it doubles each time (default 250 ms). */
+  baseDelayMs?: number;
+  /** Longest pause between two attempts, `Retry-After` included (default 5000 ms). */
+  maxDelayMs?: number;
+}
+
+/**
+ * Failures after which sending the same request again is safe and may succeed: no answer at
+ * all, or the service (or a gateway in front of it) saying it is briefly unavailable. Anything
+ * else is an answer about the request itself, and repeating it would get the same answer.
+ */
+export function isTransient(err: unknown): boolean {
+  if (err instanceof SignalboxConnectionError) return true;
+  return err instanceof SignalboxProblem && (err.status === 502 || err.status === 503 || err.status === 504);
+}
+
+/**
+ * Calls `attempt` until it succeeds, fails with a non-transient error, or runs out of attempts.
+ * Only for requests that are idempotent (the caller guarantees it, e.g. with an idempotency key).
+ */
+export async function withRetries<T>(attempt: () => Promise<T>, opts: RetryOptions = {}, signal?: AbortSignal): Promise<T> {
+  const attempts = Math.max(1, opts.attempts ?? 5);
+  const base = opts.baseDelayMs ?? 250;
+  const max = opts.maxDelayMs ?? 5000;
+  for (let n = 1; ; n++) {
+    try {
+      return await attempt();
+    } catch (err) {
+      if (n >= attempts || !isTransient(err) || signal?.aborted) throw err;
+      const asked = err instanceof SignalboxProblem && err.retryAfterS !== undefined ? err.retryAfterS * 1000 : undefined;
+      // Half fixed, half random: many clients failing at once do not all come back at once.
+      const backoff = base * 2 ** (n - 1);
+      await pause(Math.min(max, asked ?? backoff / 2 + Math.random() * (backoff / 2)), signal);
+    }
+  }
+}
+
+export function pause(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal!.reason);
+    };
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}

@@ -1,0 +1,38 @@
+import { WaitTimeoutError } from "./problem.ts";
+import { isTransient, pause } from "./retry.ts";
+import type { Wait } from "./types.ts";
+
+export interface WaitForOptions {
+  /** Give up (with `WaitTimeoutError`) when the wait is still `waiting` after this long. */
+  timeoutMs: number;
+  signal?: AbortSignal;
+}
+
+/** The longest a single long-poll is held by the server (`wait_s`, API.md). */
+const MAX_HOLD_S = 60;
+
+/**
+ * Long-polls `GET /waits/{id}?wait_s=` until the wait leaves `waiting`: each request is held by
+ * the server until the wait changes or its hold ends, so a resolution is seen at once, with one
+ * request a minute while nothing happens. Network errors and 503s (a restart, a full hold
+ * budget) are retried until the deadline; any other error is thrown.
+ */
+export async function waitForWait(get: (waitS: number, signal?: AbortSignal) => Promise<Wait>, o: WaitForOptions): Promise<Wait> {
+  const deadline = performance.now() + o.timeoutMs;
+  let failures = 0;
+  for (;;) {
+    const leftS = Math.max(0, (deadline - performance.now()) / 1000);
+    let wait: Wait;
+    try {
+      wait = await get(Math.min(MAX_HOLD_S, leftS), o.signal);
+      failures = 0;
+    } catch (err) {
+      if (!isTransient(err) || o.signal?.aborted || performance.now() >= deadline) throw err;
+      failures++;
+      await pause(Math.min(250 * 2 ** (failures - 1), 5000, Math.max(0, deadline - performance.now())), o.signal);
+      continue;
+    }
+    if (wait.status !== "waiting") return wait;
+    if (performance.now() >= deadline) throw new WaitTimeoutError(wait, o.timeoutMs);
+  }
+}

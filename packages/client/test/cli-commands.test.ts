@@ -1,0 +1,208 @@
+import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startCallbackReceiver } from "../../../test/helpers/callback-receiver.ts";
+import { API_KEY, startTestApp, type TestApp } from "../../../test/helpers/test-app.ts";
+import { waitFor } from "../../../test/helpers/wait-for.ts";
+import { createClient, type SignalboxClient, type Wait } from "../src/index.ts";
+import { collect, outputLine, runCli, spawnCli } from "./helpers/run-cli.ts";
+
+let app: TestApp;
+let client: SignalboxClient;
+let env: Record<string, string>;
+let dir: string;
+
+beforeAll(async () => {
+  // One attempt per delivery, so a failed callback is failed at once (deliveries ls --failed).
+  app = await startTestApp({ env: { SIGNALBOX_DELIVERY_MAX_ATTEMPTS: "1" } });
+  client = createClient({ baseUrl: app.baseUrl, token: API_KEY });
+  env = { SIGNALBOX_URL: app.baseUrl, SIGNALBOX_TOKEN: API_KEY };
+  dir = await fs.mkdtemp(path.join(os.tmpdir(), "sbx-cli-"));
+});
+
+afterAll(async () => {
+  await app?.close();
+  await fs.rm(dir, { recursive: true, force: true });
+});
+
+const cli = (args: string[], stdin?: string) => runCli(args, { env, ...(stdin !== undefined ? { stdin } : {}) });
+
+describe("signalbox types apply", () => {
+  it("creates, then replaces, each type of the file; secrets come from the variables the file names", async () => {
+    const file = path.join(dir, "types.json");
+    await fs.writeFile(
+      file,
+      JSON.stringify({
+        approval: { schema: { type: "object", required: ["approved"], properties: { approved: { type: "boolean" } } }, auth: { scheme: "none" } },
+        payment: { auth: { scheme: "standard-webhooks", secrets: ["env:PAYMENT_SECRET"] }, buffer_ttl_s: 3600 },
+      }),
+    );
+    const secretEnv = { ...env, PAYMENT_SECRET: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw" };
+    const first = await runCli(["types", "apply", file], { env: secretEnv });
+    expect(first.code).toBe(0);
+    expect(first.stdout).toMatch(/^NAME +RESULT +DETAIL\napproval +created\npayment +created\n$/);
+    const again = await runCli(["types", "apply", file, "--json"], { env: secretEnv });
+    expect(JSON.parse(again.stdout)).toEqual([
+      { name: "approval", result: "replaced" },
+      { name: "payment", result: "replaced" },
+    ]);
+    expect((await client.signalTypes.get("payment")).auth).toMatchObject({ scheme: "standard-webhooks", secret_count: 1 });
+
+    expect(await runCli(["types", "apply", file], { env })).toMatchObject({ code: 2, stderr: expect.stringContaining("PAYMENT_SECRET is not set") });
+    expect(await cli(["types", "apply", path.join(dir, "missing.json")])).toMatchObject({ code: 2, stderr: expect.stringContaining("cannot read") });
+  });
+
+  it("applies every entry, reports the one the server refused, and exits 1", async () => {
+    const file = path.join(dir, "bad-types.json");
+    await fs.writeFile(file, JSON.stringify({ "bad-schema": { schema: { type: "no-such-type" }, auth: { scheme: "none" } }, fine: { auth: { scheme: "none" } } }));
+    const res = await cli(["types", "apply", file]);
+    expect(res.code).toBe(1);
+    expect(res.stdout).toMatch(/bad-schema +failed +422: /);
+    expect(res.stdout).toMatch(/fine +created/);
+  });
+});
+
+describe("signalbox waits", () => {
+  let kim: Wait;
+  let lee: Wait;
+
+  beforeAll(async () => {
+    await client.signalTypes.put("review", { auth: { scheme: "none" } });
+    kim = await client.waits.open("doc-1", { signal: "review", timeout_s: 600, metadata: { assignee: "kim" } });
+    lee = await client.waits.open("doc-2", { signal: "review", timeout_s: 7200, metadata: { assignee: "lee" } });
+  });
+
+  it("ls shows a table of the pending waits, filtered by signal, metadata and deadline", async () => {
+    const all = await cli(["waits", "ls", "--signal", "review"]);
+    expect(all.code).toBe(0);
+    const [heading, ...rows] = all.stdout.trimEnd().split("\n");
+    expect(heading).toMatch(/^ID +RUN +SIGNAL +STATUS +CREATED +DEADLINE +DELIVERY +METADATA$/);
+    expect(rows.map((r) => r.split(/ +/)[0])).toEqual([kim.id, lee.id]);
+    expect(rows[0]).toMatch(new RegExp(`^${kim.id} +doc-1 +review +waiting +.*\\(in (9m( \\d+s)?|10m)\\) +none +\\{"assignee":"kim"\\}$`));
+
+    const kims = JSON.parse((await cli(["waits", "ls", "--signal", "review", "--metadata", "assignee=kim", "--json"])).stdout) as Wait[];
+    expect(kims.map((w) => w.id)).toEqual([kim.id]);
+    const dueSoon = JSON.parse((await cli(["waits", "ls", "--signal", "review", "--due-before", "1h", "--json"])).stdout) as Wait[];
+    expect(dueSoon.map((w) => w.id)).toEqual([kim.id]);
+    const ofRun = JSON.parse((await cli(["waits", "ls", "--run", "doc-2", "--json"])).stdout) as Wait[];
+    expect(ofRun.map((w) => w.id)).toEqual([lee.id]);
+  });
+
+  it("ls pages: --limit says there is more, --all reads every page", async () => {
+    const one = await cli(["waits", "ls", "--signal", "review", "--limit", "1", "--json"]);
+    expect(JSON.parse(one.stdout)).toHaveLength(1);
+    expect(one.stderr).toContain("more waits match");
+    expect(JSON.parse((await cli(["waits", "ls", "--signal", "review", "--all", "--json"])).stdout)).toHaveLength(2);
+  });
+
+  it("show prints one wait in full, or exits 1 for an unknown id", async () => {
+    const shown = await cli(["waits", "show", kim.id]);
+    expect(shown.code).toBe(0);
+    expect(shown.stdout).toMatch(/^id +wt_/);
+    expect(shown.stdout).toMatch(/\nstatus +waiting\n/);
+    expect(shown.stdout).toMatch(/\nmetadata +\{"assignee":"kim"\}\n/);
+    expect(JSON.parse((await cli(["waits", "show", kim.id, "--json"])).stdout)).toEqual(await client.waits.get(kim.id));
+    const unknown = await cli(["waits", "show", "wt_nope"]);
+    expect(unknown).toMatchObject({ code: 1, stderr: expect.stringMatching(/^error: 404 /) });
+  });
+});
+
+describe("signalbox send", () => {
+  beforeAll(async () => {
+    await client.signalTypes.put("approve", { schema: { type: "object", required: ["approved"], properties: { approved: { type: "boolean" } } }, auth: { scheme: "none" } });
+  });
+
+  it("sends JSON from the flag, a file or stdin, and exits 0 with the outcome", async () => {
+    const wait = await client.waits.open("order-1", { signal: "approve" });
+    const res = await cli(["send", "order-1", "approve", "--data", '{"approved": true}']);
+    expect(res.code).toBe(0);
+    expect(res.stdout).toMatch(new RegExp(`^outcome +received\nsignal +sg_\\S+\nsequence +1\nwait +${wait.id}\nidempotency key +\\S+\n$`));
+
+    await client.waits.open("order-2", { signal: "approve" });
+    const file = path.join(dir, "payload.json");
+    await fs.writeFile(file, '{"approved": false}');
+    expect(JSON.parse((await cli(["send", "order-2", "approve", "--data", `@${file}`, "--json"])).stdout)).toMatchObject({ outcome: "received", sequence: 1 });
+    await client.waits.open("order-3", { signal: "approve" });
+    expect(JSON.parse((await cli(["send", "order-3", "approve", "-d", "@-", "--json"], '{"approved": true}')).stdout)).toMatchObject({ outcome: "received" });
+    expect((await client.signals.ofRun("order-3")).items[0]?.payload).toEqual({ approved: true });
+  });
+
+  it("the same --idempotency-key again is a duplicate, exit 0", async () => {
+    await client.waits.open("order-4", { signal: "approve" });
+    const args = ["send", "order-4", "approve", "--data", '{"approved": true}', "--idempotency-key", "approve-4", "--json"];
+    const first = JSON.parse((await cli(args)).stdout);
+    const second = await cli(args);
+    expect(second.code).toBe(0);
+    expect(JSON.parse(second.stdout)).toMatchObject({ outcome: "duplicate", signal_id: first.signal_id, idempotency_key: "approve-4" });
+  });
+
+  it("a refused signal exits 1 with the outcome and where the payload is wrong; --json prints the problem", async () => {
+    await client.waits.open("order-5", { signal: "approve" });
+    const invalid = await cli(["send", "order-5", "approve", "--data", '{"approved": "yes"}']);
+    expect(invalid.code).toBe(1);
+    expect(invalid.stderr).toMatch(/^error: 422 .*\n  outcome: rejected_invalid_payload\n  \/approved: /);
+    const notWaiting = await cli(["send", "order-nobody", "approve", "--data", '{"approved": true}', "--json"]);
+    expect(notWaiting.code).toBe(1);
+    expect(JSON.parse(notWaiting.stdout)).toMatchObject({ status: 409, outcome: "rejected_not_waiting" });
+  });
+});
+
+describe("signalbox tail", () => {
+  it("prints the run's history, then each new event as it happens, until Ctrl-C", async () => {
+    await client.signalTypes.put("ship", { auth: { scheme: "none" } });
+    const wait = await client.waits.open("parcel-1", { signal: "ship" });
+    const child = spawnCli(["tail", "parcel-1"], env);
+    const out = collect(child);
+    const exited = new Promise<number | null>((resolve) => child.once("close", (code) => resolve(code)));
+    await outputLine(child, out, /signal\.waiting +wait wt_/, "the history's signal.waiting line");
+    await client.signals.send("parcel-1", "ship", { carrier: "ups" });
+    await outputLine(child, out, /signal\.received/, "the live signal.received line");
+    child.kill("SIGINT");
+    expect(await exited).toBe(0);
+    const lines = out.stdout().trimEnd().split("\n");
+    expect(lines).toHaveLength(2);
+    expect(lines[0]).toMatch(new RegExp(`^\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ  ev_\\S+ +signal\\.waiting +wait ${wait.id}`));
+    expect(lines[1]).toMatch(new RegExp(`signal\\.received +wait ${wait.id} signal sg_`));
+  });
+
+  it("--json prints one event per line, and --after starts after an event", async () => {
+    const history = (await client.runs.events("parcel-1")).items;
+    const child = spawnCli(["tail", "parcel-1", "--json", "--after", history[0]!.id], env);
+    const out = collect(child);
+    const exited = new Promise<number | null>((resolve) => child.once("close", (code) => resolve(code)));
+    await outputLine(child, out, /"signal\.received"/, "the signal.received event");
+    child.kill("SIGINT");
+    expect(await exited).toBe(0);
+    expect(out.stdout().trimEnd().split("\n").map((l) => JSON.parse(l).id)).toEqual([history[1]!.id]);
+  });
+});
+
+describe("signalbox deliveries ls and redeliver", () => {
+  it("lists a failed callback, redelivers it, and it is delivered", async () => {
+    let accept = false;
+    const engine = await startCallbackReceiver(() => (accept ? 204 : 503));
+    try {
+      await client.signalTypes.put("done", { auth: { scheme: "none" } });
+      const wait = await client.waits.open("job-1", { signal: "done", callback_url: engine.url });
+      await client.signals.send("job-1", "done", {});
+      await waitFor("the delivery to fail", () => client.waits.get(wait.id), { until: (w) => w.delivery.status === "failed" });
+
+      const listed = await cli(["deliveries", "ls", "--failed"]);
+      expect(listed.code).toBe(0);
+      expect(listed.stdout).toMatch(new RegExp(`^WAIT +RUN +SIGNAL +STATUS +ATTEMPTS +LAST ATTEMPT +HOST +LAST ERROR\n${wait.id} +job-1 +done +failed +1 +.* +127\\.0\\.0\\.1:\\d+ +HTTP 503\n$`));
+      expect(JSON.parse((await cli(["deliveries", "ls", "--pending", "--json"])).stdout)).toEqual([]);
+
+      accept = true;
+      const redelivered = await cli(["redeliver", wait.id]);
+      expect(redelivered).toMatchObject({ code: 0, stdout: expect.stringContaining(`${wait.id}: callback to ${engine.url} queued`) });
+      await waitFor("the redelivery", () => client.waits.get(wait.id), { until: (w) => w.delivery.status === "delivered" });
+      expect((await cli(["deliveries", "ls", "--failed"])).stderr).toBe("no failing deliveries\n");
+
+      const notYet = await client.waits.open("job-2", { signal: "done" });
+      expect(await cli(["redeliver", notYet.id])).toMatchObject({ code: 1, stderr: expect.stringMatching(/^error: 409 /) });
+    } finally {
+      await engine.close();
+    }
+  });
+});

@@ -1,0 +1,155 @@
+import { createServer, request as httpRequest, type IncomingHttpHeaders, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freePort } from "../../../src/core/free-port.ts";
+import { API_KEY, startTestApp, type TestApp } from "../../../test/helpers/test-app.ts";
+import { waitFor } from "../../../test/helpers/wait-for.ts";
+import { createClient, SignalboxConnectionError, SignalboxProblem, type RunEvent } from "../src/index.ts";
+
+/** What the proxy does with the n-th request (1-based). */
+type Fault = "forward" | "lose-the-answer" | "unavailable" | "html-500" | "cut-after-first-event";
+
+/**
+ * A proxy in front of signalbox that misbehaves on cue, as the network and load balancers do:
+ * it can forward a request and then cut the connection before the answer reaches the client
+ * (the signal is committed, the client cannot know), answer 503 itself, or cut an event stream
+ * after its first event.
+ */
+async function startFaultyProxy(target: string, faults: Fault[]) {
+  const seen: Array<{ url: string; headers: IncomingHttpHeaders }> = [];
+  const upstreamUrl = new URL(target);
+  const server: Server = createServer((req, res) => {
+    seen.push({ url: req.url ?? "", headers: req.headers });
+    const fault = faults[seen.length - 1] ?? "forward";
+    if (fault === "unavailable") {
+      req.resume();
+      res.writeHead(503, { "content-type": "application/problem+json", "retry-after": "0" });
+      return res.end(JSON.stringify({ type: "about:blank", title: "Service Unavailable", status: 503, detail: "database unavailable" }));
+    }
+    if (fault === "html-500") {
+      req.resume();
+      res.writeHead(500, { "content-type": "text/html" });
+      return res.end("<html><body>upstream error</body></html>");
+    }
+    const upstream = httpRequest({ host: upstreamUrl.hostname, port: upstreamUrl.port, path: req.url, method: req.method, headers: req.headers }, (answer) => {
+      if (fault === "lose-the-answer") {
+        answer.resume(); // signalbox has answered, so the signal is committed; the client sees a reset
+        return void answer.once("end", () => req.socket.destroy());
+      }
+      res.writeHead(answer.statusCode ?? 502, answer.headers);
+      if (fault !== "cut-after-first-event") return void answer.pipe(res);
+      answer.on("data", (chunk: Buffer) => {
+        const cut = chunk.includes("data:");
+        // Cut once the event has reached the client, as a proxy's idle timeout would.
+        res.write(chunk, () => {
+          if (!cut) return;
+          answer.destroy();
+          req.socket.destroy();
+        });
+      });
+    });
+    upstream.on("error", () => req.socket.destroy());
+    req.pipe(upstream);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    seen,
+    close: () => {
+      server.closeAllConnections();
+      return new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+let app: TestApp;
+let proxies: Array<{ close(): Promise<void> }> = [];
+
+async function clientBehind(faults: Fault[]) {
+  const proxy = await startFaultyProxy(app.baseUrl, faults);
+  proxies.push(proxy);
+  return { proxy, client: createClient({ baseUrl: proxy.url, token: API_KEY, retry: { baseDelayMs: 1 } }) };
+}
+
+beforeAll(async () => {
+  app = await startTestApp();
+  const setup = createClient({ baseUrl: app.baseUrl, token: API_KEY });
+  await setup.signalTypes.put("payment", { auth: { scheme: "none" }, buffer_ttl_s: 3600 });
+});
+
+afterAll(async () => {
+  await Promise.all(proxies.map((p) => p.close()));
+  await app?.close();
+});
+
+describe("signals.send retries safely", () => {
+  it("after an answer lost on the way back: the retry, with the same key, is a duplicate of the committed signal", async () => {
+    const { proxy, client } = await clientBehind(["lose-the-answer"]);
+    const sent = await client.signals.send("pay-1", "payment", { amount: 10 });
+    expect(sent.outcome).toBe("duplicate");
+    expect(proxy.seen.map((r) => r.headers["idempotency-key"])).toEqual([sent.idempotency_key, sent.idempotency_key]);
+
+    const log = await createClient({ baseUrl: app.baseUrl, token: API_KEY }).signals.ofRun("pay-1");
+    expect(log.items.map((s) => [s.id, s.sequence, s.outcome])).toEqual([[sent.signal_id, 1, "buffered"]]);
+  });
+
+  it("after a 503: sent again with the same key, accepted once", async () => {
+    const { proxy, client } = await clientBehind(["unavailable", "unavailable"]);
+    const sent = await client.signals.send("pay-2", "payment", { amount: 20 }, { idempotencyKey: "invoice-20" });
+    expect(sent).toMatchObject({ outcome: "buffered", sequence: 1, idempotency_key: "invoice-20" });
+    expect(proxy.seen.map((r) => r.headers["idempotency-key"])).toEqual(["invoice-20", "invoice-20", "invoice-20"]);
+  });
+
+  it("never after an answer about the request itself (a 4xx, a 500)", async () => {
+    const { proxy, client } = await clientBehind([]);
+    const err = await client.signals.send("pay-3", "no-such-type", {}).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(SignalboxProblem);
+    expect(proxy.seen).toHaveLength(1);
+
+    const broken = await clientBehind(["html-500"]);
+    const html = await broken.client.signals.send("pay-3", "payment", {}).catch((e: unknown) => e);
+    // Not a problem document: the status line stands in for it.
+    expect(html).toMatchObject({ status: 500, title: "Internal Server Error", detail: "<html><body>upstream error</body></html>" });
+    expect(broken.proxy.seen).toHaveLength(1);
+  });
+
+  it("gives up after its attempts when nothing answers, with SignalboxConnectionError", async () => {
+    const port = await freePort();
+    const client = createClient({ baseUrl: `http://127.0.0.1:${port}`, token: API_KEY, retry: { attempts: 3, baseDelayMs: 1 } });
+    const err = await client.signals.send("pay-4", "payment", {}).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(SignalboxConnectionError);
+    expect((err as Error).message).toBe(`signalbox unreachable at http://127.0.0.1:${port}: ECONNREFUSED`);
+  });
+});
+
+describe("reading through failures", () => {
+  it("waits.waitFor keeps long-polling through 503s and returns the resolved wait", async () => {
+    const direct = createClient({ baseUrl: app.baseUrl, token: API_KEY });
+    await direct.signalTypes.put("approval", { auth: { scheme: "none" } });
+    const wait = await direct.waits.open("doc-1", { signal: "approval" });
+    await direct.signals.send("doc-1", "approval", { ok: true });
+    const { proxy, client } = await clientBehind(["unavailable", "unavailable"]);
+    expect(await client.waits.waitFor(wait.id, { timeoutMs: 10_000 })).toMatchObject({ id: wait.id, status: "received" });
+    expect(proxy.seen).toHaveLength(3);
+  });
+
+  it("runs.follow reconnects after a dropped stream, after the last event it saw: none missed, none twice", async () => {
+    const direct = createClient({ baseUrl: app.baseUrl, token: API_KEY });
+    await direct.signalTypes.put("ship", { auth: { scheme: "none" } });
+    await direct.waits.open("parcel-1", { signal: "ship" });
+    const { proxy, client } = await clientBehind(["cut-after-first-event"]);
+    const stop = new AbortController();
+    const seen: RunEvent[] = [];
+    const following = (async () => {
+      for await (const event of client.runs.follow("parcel-1", { signal: stop.signal })) {
+        seen.push(event);
+        if (event.type === "signal.received") stop.abort();
+      }
+    })();
+    await waitFor("the stream to be reconnected", () => proxy.seen.length, { until: (n) => n === 2 });
+    await direct.signals.send("parcel-1", "ship", {});
+    await following;
+    expect(seen.map((e) => e.type)).toEqual(["signal.waiting", "signal.received"]);
+    expect(proxy.seen[1]!.url).toBe(`/runs/parcel-1/events?after=${seen[0]!.id}`);
+  });
+});

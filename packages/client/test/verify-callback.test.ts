@@ -1,0 +1,119 @@
+import { Webhook } from "standardwebhooks";
+import { describe, expect, it } from "vitest";
+import { CallbackVerificationError, signCallback, verifyCallback, type SignalboxEvent } from "../src/index.ts";
+
+// Signed by the `standardwebhooks` reference library, not by our own signer: a verifier tested
+// only against its own signer could share its mistakes.
+const SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+const OTHER_SECRET = "whsec_dGhpcyBpcyBhbm90aGVyIHNlY3JldCBrZXkh";
+const NOW = new Date("2026-11-24T10:00:00Z");
+const now = () => NOW.getTime();
+
+const event = {
+  id: "ev_42",
+  type: "signal.received",
+  occurred_at: "2026-11-24T09:59:59.000Z",
+  wait: { id: "wt_1", run_id: "order-17", signal: "manager-approval", status: "received", result: { signal_id: "sg_1", sequence: 1, payload: { approved: true }, received_at: "2026-11-24T09:59:59.000Z" } },
+};
+const body = JSON.stringify(event);
+
+function signed(opts: { secret?: string; id?: string; at?: Date; payload?: string } = {}) {
+  const id = opts.id ?? event.id;
+  const at = opts.at ?? NOW;
+  const payload = opts.payload ?? body;
+  return {
+    "webhook-id": id,
+    "webhook-timestamp": String(Math.floor(at.getTime() / 1000)),
+    "webhook-signature": new Webhook(opts.secret ?? SECRET).sign(id, at, payload),
+  };
+}
+
+async function rejection(promise: Promise<unknown>): Promise<string> {
+  const err = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(CallbackVerificationError);
+  return (err as Error).message;
+}
+
+describe("verifyCallback", () => {
+  it("returns the typed event of a genuine request, from a string, bytes or a Headers object", async () => {
+    const got: SignalboxEvent = await verifyCallback(signed(), body, SECRET, { now });
+    expect(got).toEqual(event);
+    if (got.type === "signal.received") expect(got.wait.result?.payload).toEqual({ approved: true });
+    await expect(verifyCallback(new Headers(signed()), new TextEncoder().encode(body), SECRET, { now })).resolves.toEqual(event);
+    await expect(verifyCallback(signed(), new TextEncoder().encode(body).buffer, SECRET, { now })).resolves.toEqual(event);
+    // Another library's Headers (node-fetch, a framework's): anything with get(name).
+    const h: Record<string, string> = signed();
+    const foreign = { get: (name: string) => h[name] ?? null } as unknown as Headers;
+    await expect(verifyCallback(foreign, body, SECRET, { now })).resolves.toEqual(event);
+  });
+
+  it("finds the headers whatever their case (node lowercases them, others may not)", async () => {
+    const h = signed();
+    const mixed = { "Webhook-Id": h["webhook-id"], "WEBHOOK-TIMESTAMP": h["webhook-timestamp"], "Webhook-Signature": h["webhook-signature"] };
+    await expect(verifyCallback(mixed, body, SECRET, { now })).resolves.toEqual(event);
+  });
+
+  it("refuses a body changed by one byte, and a body re-serialised by a JSON parser", async () => {
+    expect(await rejection(verifyCallback(signed(), body.replace("true", "false"), SECRET, { now }))).toBe("signature mismatch");
+    expect(await rejection(verifyCallback(signed(), JSON.stringify(event, null, 2), SECRET, { now }))).toBe("signature mismatch");
+  });
+
+  it("refuses a signature made with another secret, and accepts either of two secrets while rotating", async () => {
+    expect(await rejection(verifyCallback(signed({ secret: OTHER_SECRET }), body, SECRET, { now }))).toBe("signature mismatch");
+    await expect(verifyCallback(signed({ secret: OTHER_SECRET }), body, [SECRET, OTHER_SECRET], { now })).resolves.toEqual(event);
+  });
+
+  it("accepts a header listing several signatures when one of them matches", async () => {
+    const h = signed();
+    const other = signed({ secret: OTHER_SECRET })["webhook-signature"];
+    await expect(verifyCallback({ ...h, "webhook-signature": `${other} v2,AAAA ${h["webhook-signature"]}` }, body, SECRET, { now })).resolves.toEqual(event);
+    expect(await rejection(verifyCallback({ ...h, "webhook-signature": `v2,${h["webhook-signature"].slice(3)}` }, body, SECRET, { now }))).toBe("no v1 signature");
+  });
+
+  it("refuses a replay outside the tolerance, in the past and in the future, and honours toleranceS", async () => {
+    const old = signed({ at: new Date(NOW.getTime() - 301_000) });
+    expect(await rejection(verifyCallback(old, body, SECRET, { now }))).toBe("webhook-timestamp outside the tolerance");
+    const ahead = signed({ at: new Date(NOW.getTime() + 301_000) });
+    expect(await rejection(verifyCallback(ahead, body, SECRET, { now }))).toBe("webhook-timestamp outside the tolerance");
+    await expect(verifyCallback(old, body, SECRET, { now, toleranceS: 600 })).resolves.toEqual(event);
+    await expect(verifyCallback(signed({ at: new Date(NOW.getTime() - 299_000) }), body, SECRET, { now })).resolves.toEqual(event);
+  });
+
+  it("refuses missing, repeated, merged and malformed headers", async () => {
+    const h = signed();
+    const { "webhook-id": _id, ...noId } = h;
+    expect(await rejection(verifyCallback(noId, body, SECRET, { now }))).toBe("missing webhook-id");
+    expect(await rejection(verifyCallback({ ...h, "webhook-signature": [h["webhook-signature"], h["webhook-signature"]] }, body, SECRET, { now }))).toBe(
+      "more than one webhook-signature",
+    );
+    // Two header lines that a server merged with ", " (node does this for unknown headers).
+    expect(await rejection(verifyCallback({ ...h, "webhook-signature": `${h["webhook-signature"]}, ${h["webhook-signature"]}` }, body, SECRET, { now }))).toBe(
+      "malformed webhook-signature",
+    );
+    expect(await rejection(verifyCallback({ ...h, "webhook-id": "ev_42, ev_43" }, body, SECRET, { now }))).toBe("malformed webhook-id");
+    expect(await rejection(verifyCallback({ ...h, "webhook-timestamp": `${h["webhook-timestamp"]}abc` }, body, SECRET, { now }))).toBe("malformed webhook-timestamp");
+  });
+
+  it("refuses a signed body that is not a signalbox event, or whose id is not the webhook-id", async () => {
+    const notJson = "not json";
+    expect(await rejection(verifyCallback(signed({ payload: notJson }), notJson, SECRET, { now }))).toBe("the body is not UTF-8 JSON");
+    const other = JSON.stringify({ id: "ev_42", type: "push", wait: {} });
+    expect(await rejection(verifyCallback(signed({ payload: other }), other, SECRET, { now }))).toBe("the body is not a signalbox event");
+    expect(await rejection(verifyCallback(signed({ id: "ev_43" }), body, SECRET, { now }))).toBe("webhook-id does not match the event id");
+  });
+
+  it("says what is wrong with a secret that is not whsec_ and base64, instead of failing every request", async () => {
+    await expect(verifyCallback(signed(), body, "not a secret!", { now })).rejects.toThrow(/whsec_ followed by base64/);
+  });
+
+  it("signCallback signs what the reference library verifies (for testing engine handlers)", async () => {
+    const headers = await signCallback(SECRET, event.id, body, Math.floor(NOW.getTime() / 1000));
+    // The library checks its own clock: sign for now to verify with it.
+    const fresh = await signCallback(SECRET, event.id, body);
+    expect(new Webhook(SECRET).verify(body, fresh)).toEqual(event);
+    await expect(verifyCallback(headers, body, SECRET, { now })).resolves.toEqual(event);
+  });
+});
