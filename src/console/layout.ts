@@ -18,12 +18,13 @@ export interface PageFrame {
   /** Sign-out is a state change: it carries the session's CSRF token. */
   csrf?: string;
   /** Which navigation entry is current. */
-  section?: "waits" | "approvals" | "runs" | "signal-types";
+  section?: "overview" | "waits" | "approvals" | "runs" | "signals" | "deliveries" | "signal-types";
 }
 
 const NAV: Array<{ section: NonNullable<PageFrame["section"]>; href: string; label: string }> = [
   { section: "waits", href: `${CONSOLE}/waits`, label: "Pending waits" },
   { section: "approvals", href: `${CONSOLE}/approvals`, label: "Approvals" },
+  { section: "deliveries", href: `${CONSOLE}/deliveries`, label: "Deliveries" },
   { section: "signal-types", href: `${CONSOLE}/signal-types`, label: "Signal types" },
 ];
 

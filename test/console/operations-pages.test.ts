@@ -1,0 +1,157 @@
+import type { Browser, BrowserContext, Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { hasChromium, launchChromium } from "../helpers/browser.ts";
+import { startCallbackReceiver } from "../helpers/callback-receiver.ts";
+import { declareType, intake, openWait } from "../helpers/http.ts";
+import { startTestApp, type TestApp } from "../helpers/test-app.ts";
+import { waitFor } from "../helpers/wait-for.ts";
+import { axeViolations, openPage, overflowPx, signInPage } from "./browser-pages.ts";
+import { signInConsole, type ConsoleClient } from "./console-client.ts";
+
+// The operator's pages for what went wrong: failing deliveries (redeliver one, or all matching a
+// filter), the signal log with its dead letters, and the overview. A real engine stand-in answers
+// 500 until told otherwise; SIGNALBOX_DELIVERY_MAX_ATTEMPTS=2 makes a delivery fail fast.
+
+let app: TestApp;
+let browser: Browser | undefined;
+let client: ConsoleClient;
+let engineAnswer = 500;
+let engine: Awaited<ReturnType<typeof startCallbackReceiver>>;
+let otherEngine: Awaited<ReturnType<typeof startCallbackReceiver>>;
+let firstId: string;
+let otherId: string;
+
+type WaitBody = { delivery: { status: string; attempts: number } };
+const getWait = async (id: string) => (await (await app.api(`/waits/${id}`)).json()) as WaitBody;
+const hostOf = (url: string) => new URL(url).host;
+
+/** Opens a wait with a callback and resolves it; resolves once its delivery has failed. */
+async function failedDelivery(run: string, callbackUrl: string): Promise<string> {
+  const { body: wait } = await openWait(app, run, { signal: "approval", callback_url: callbackUrl, metadata: { order_id: run } }, 201);
+  expect((await intake(app, run, "approval", JSON.stringify({ response: "approve" }))).status).toBe(202);
+  await waitFor(`${run}'s delivery to fail`, () => getWait(wait.id), { until: (w) => w.delivery.status === "failed", timeoutMs: 20_000 });
+  return wait.id as string;
+}
+
+beforeAll(async () => {
+  app = await startTestApp({ env: { SIGNALBOX_DELIVERY_MAX_ATTEMPTS: "2" } });
+  engine = await startCallbackReceiver(() => engineAnswer);
+  otherEngine = await startCallbackReceiver(() => 503);
+  await declareType(app, "approval", { description: "Manager approves", auth: { scheme: "none" }, responses: ["approve", "reject"] });
+  [firstId, otherId] = await Promise.all([failedDelivery("order-1", engine.url), failedDelivery("order-2", otherEngine.url)]);
+  client = await signInConsole(app);
+  if (hasChromium) browser = await launchChromium();
+}, 60_000);
+afterAll(async () => {
+  await browser?.close();
+  await engine?.close();
+  await otherEngine?.close();
+  await app?.close();
+});
+
+describe("the deliveries page over HTTP", () => {
+  it("lists failing deliveries with each attempt, and filters by status and callback host in the URL", async () => {
+    const all = await (await client.get("/console/deliveries")).text();
+    expect(all).toContain("order-1");
+    expect(all).toContain("order-2");
+    expect(all).toMatch(/<td>1<\/td><td><time[^>]*>[^<]*<\/time><\/td><td>500<\/td><td>HTTP 500<\/td><td>\d+ ms<\/td><td>retry<\/td>/);
+    expect(all).toMatch(/<td>2<\/td>.*<td>500<\/td>.*<td>failed<\/td>/);
+
+    const oneHost = await (await client.get(`/console/deliveries?host=${encodeURIComponent(hostOf(otherEngine.url))}`)).text();
+    expect(oneHost).toContain("order-2");
+    expect(oneHost).not.toContain("order-1");
+    const pending = await (await client.get("/console/deliveries?status=pending")).text();
+    expect(pending).toContain("No delivery is failing that matches");
+
+    const bad = await client.get("/console/deliveries?status=lost&host=a%20b");
+    expect(bad.status).toBe(400);
+    const text = await bad.text();
+    expect(text).toContain("Status: failed or pending.");
+    expect(text).toContain("Callback host: a host or host:port");
+  });
+
+  it("redeliver forms need the session's CSRF token: without it nothing is sent", async () => {
+    const forged = await client.post(`/console/deliveries/${otherId}/redeliver`, { _csrf: "forged" });
+    expect(forged.status).toBe(403);
+    const forgedAll = await client.post("/console/deliveries/redeliver", { _csrf: "" });
+    expect(forgedAll.status).toBe(403);
+    expect((await getWait(otherId)).delivery).toMatchObject({ status: "failed", attempts: 2 });
+  });
+
+  it("'redeliver all' sends again only what matches the filter (the same verb as POST /waits/{id}/redeliver)", async () => {
+    const before = otherEngine.received.length;
+    const res = await client.post("/console/deliveries/redeliver", { status: "failed", host: hostOf(otherEngine.url) });
+    expect(res.status).toBe(303);
+    expect(res.headers.get("location")).toBe(`/console/deliveries?status=failed&host=${encodeURIComponent(hostOf(otherEngine.url))}&redelivered=1`);
+    await otherEngine.waitFor(before + 2); // a fresh round of two attempts, both answered 503
+    await waitFor("the redelivery to fail again", () => getWait(otherId), { until: (w) => w.delivery.status === "failed" && w.delivery.attempts === 4 });
+    // The other engine's delivery was not touched.
+    expect((await getWait(firstId)).delivery).toMatchObject({ status: "failed", attempts: 2 });
+    const shown = await (await client.get(res.headers.get("location")!)).text();
+    expect(shown).toContain("1 delivery was queued again.");
+  });
+});
+
+describe.skipIf(!hasChromium)("the deliveries page in a browser", () => {
+  let context: BrowserContext;
+  let page: Page;
+  let recorded: Awaited<ReturnType<typeof openPage>>;
+  beforeAll(async () => {
+    context = await browser!.newContext();
+    recorded = await openPage(context);
+    page = recorded.page;
+    await signInPage(page, app.baseUrl, "/console/deliveries");
+  });
+  afterAll(async () => {
+    await context?.close();
+  });
+
+  it("a failed callback is redelivered from the page and then arrives", async () => {
+    await page.getByLabel("Callback host").fill(hostOf(engine.url));
+    await Promise.all([page.waitForURL((u) => u.searchParams.get("host") === hostOf(engine.url)), page.getByRole("button", { name: "Filter", exact: true }).click()]);
+    const card = page.locator("article", { hasText: "order-1" });
+    await expect(page.locator("article").count()).resolves.toBe(1);
+    await card.locator("summary", { hasText: "Each attempt" }).click();
+    await expect(card.locator("tbody tr").count()).resolves.toBe(2);
+
+    engineAnswer = 200; // the engine is back
+    const before = engine.received.length;
+    await Promise.all([page.waitForURL((u) => u.searchParams.get("redelivered") === "1"), card.getByRole("button", { name: "Redeliver approval for run order-1" }).click()]);
+    await expect(page.getByRole("status").first().textContent()).resolves.toBe("1 delivery was queued again.");
+    expect(new URL(page.url()).searchParams.get("host")).toBe(hostOf(engine.url)); // the filter stays
+    const arrived = await engine.waitFor(before + 1);
+    expect(arrived.at(-1)!.json).toMatchObject({ type: "signal.received", wait: { id: firstId } });
+    await waitFor("the callback to be delivered", () => getWait(firstId), { until: (w) => w.delivery.status === "delivered" });
+    await page.reload();
+    await expect(page.locator("article").count()).resolves.toBe(0);
+  });
+
+  it("made no request to another host and broke no Content-Security-Policy rule", () => {
+    expect(recorded.requests.filter((u) => !u.startsWith(app.baseUrl + "/"))).toEqual([]);
+    expect(recorded.problems).toEqual([]);
+  });
+});
+
+const PAGES = ["/console/deliveries", `/console/deliveries?status=failed`];
+
+describe.skipIf(!hasChromium)("accessibility and small screens on these pages", () => {
+  it("axe-core finds no serious or critical violation, and each page fits 375 px", async () => {
+    const context = await browser!.newContext({ bypassCSP: true, viewport: { width: 375, height: 800 }, isMobile: true });
+    try {
+      const page = await context.newPage();
+      await signInPage(page, app.baseUrl, PAGES[0]);
+      const found: Record<string, unknown[]> = {};
+      const overflowing: Record<string, number> = {};
+      for (const p of PAGES) {
+        await page.goto(app.baseUrl + p);
+        found[p] = await axeViolations(page);
+        const over = await overflowPx(page, 375);
+        if (over) overflowing[p] = over;
+      }
+      expect(found).toEqual(Object.fromEntries(PAGES.map((k) => [k, []])));
+      expect(overflowing).toEqual({});
+    } finally {
+      await context.close();
+    }
+  }, 60_000);
+});
