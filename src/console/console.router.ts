@@ -18,6 +18,7 @@ import { approvalsPage } from "./pages/approvals-page.ts";
 import { deliveriesPage, deliveriesUrl, parseDeliveriesQuery } from "./pages/deliveries-page.ts";
 import { errorPage } from "./pages/error-page.ts";
 import { runPage, runPath } from "./pages/run-page.ts";
+import { signalsPage } from "./pages/signals-page.ts";
 import { signInPage } from "./pages/sign-in-page.ts";
 import { signalTypePage, signalTypesPage } from "./pages/signal-types-page.ts";
 import { waitsPage } from "./pages/waits-page.ts";
@@ -193,6 +194,11 @@ export function consoleRouter(deps: ConsoleDeps) {
     if (answer.outcome === "received") deps.metrics.signals.inc({ signal, outcome: "received" });
     const said = answer.outcome === "received" && stillWaiting ? "vote" : answer.outcome;
     return c.redirect(`${CONSOLE}/approvals?answered=${encodeURIComponent(said)}`, 303);
+  });
+
+  app.get("/signals", async (c) => {
+    const shown = await signalsPage(deps, new URL(c.req.url).searchParams, frameOf(c));
+    return render(c, shown.body, shown.status);
   });
 
   app.get("/deliveries", async (c) => {

@@ -24,6 +24,7 @@ export interface PageFrame {
 const NAV: Array<{ section: NonNullable<PageFrame["section"]>; href: string; label: string }> = [
   { section: "waits", href: `${CONSOLE}/waits`, label: "Pending waits" },
   { section: "approvals", href: `${CONSOLE}/approvals`, label: "Approvals" },
+  { section: "signals", href: `${CONSOLE}/signals`, label: "Signal log" },
   { section: "deliveries", href: `${CONSOLE}/deliveries`, label: "Deliveries" },
   { section: "signal-types", href: `${CONSOLE}/signal-types`, label: "Signal types" },
 ];

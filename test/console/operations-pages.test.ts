@@ -38,6 +38,11 @@ beforeAll(async () => {
   engine = await startCallbackReceiver(() => engineAnswer);
   otherEngine = await startCallbackReceiver(() => 503);
   await declareType(app, "approval", { description: "Manager approves", auth: { scheme: "none" }, responses: ["approve", "reject"] });
+  await declareType(app, "payment", { auth: { scheme: "none" }, schema: { type: "object", required: ["paid"], properties: { paid: { type: "boolean" } } } });
+  // Dead letters: a signal nobody waits for, and a payload that breaks its schema.
+  expect((await intake(app, "order-9", "approval", JSON.stringify({ response: "approve", note: "<script>alert(1)</script>" }))).status).toBe(409);
+  await openWait(app, "order-9", { signal: "payment" }, 201);
+  expect((await intake(app, "order-9", "payment", JSON.stringify({ paid: "yes" }))).status).toBe(422);
   [firstId, otherId] = await Promise.all([failedDelivery("order-1", engine.url), failedDelivery("order-2", otherEngine.url)]);
   client = await signInConsole(app);
   if (hasChromium) browser = await launchChromium();
@@ -92,7 +97,49 @@ describe("the deliveries page over HTTP", () => {
   });
 });
 
-describe.skipIf(!hasChromium)("the deliveries page in a browser", () => {
+/** The outcome of each row of a signal log page, top to bottom. */
+const outcomesIn = (page: string) => [...page.matchAll(/<span class="outcome[^"]*">([a-z_]+)<\/span>/g)].map((m) => m[1]);
+
+describe("the signal log over HTTP", () => {
+  it("dead letters: every rejection, with its payload formatted and escaped, validation errors, and a link to its run", async () => {
+    const res = await client.get("/console/signals?outcome=rejected");
+    expect(res.status).toBe(200);
+    const page = await res.text();
+    expect(outcomesIn(page)).toEqual(["rejected_invalid_payload", "rejected_not_waiting"]);
+    expect(page).toContain('<a href="/console/runs/order-9">order-9</a>');
+    expect(page).toContain("<code>/paid</code> must be boolean");
+    expect(page).toContain(`\n  &quot;note&quot;: &quot;&lt;script&gt;alert(1)&lt;/script&gt;&quot;`); // indented JSON, escaped
+    expect(page).not.toContain("<script>alert");
+  });
+
+  it("filters by outcome, signal and run in the URL", async () => {
+    const received = await (await client.get("/console/signals?outcome=received&signal=approval")).text();
+    expect(received).toContain("order-1");
+    expect(received).toContain("order-2");
+    expect(received).not.toContain("order-9");
+    const oneRun = await (await client.get("/console/signals?run=order-9&signal=payment")).text();
+    expect(outcomesIn(oneRun)).toEqual(["rejected_invalid_payload"]);
+    const bad = await client.get("/console/signals?outcome=lost&run=a%20b");
+    expect(bad.status).toBe(400);
+    expect(await bad.text()).toContain("Run: 1 to 200 characters");
+  });
+
+  it("pages with a cursor, newest first, the filters kept in the next link", async () => {
+    for (let i = 0; i < 52; i++) expect((await intake(app, "flood", "approval", JSON.stringify({ response: "approve", n: i }))).status).toBe(409);
+    const first = await (await client.get("/console/signals?run=flood&outcome=rejected")).text();
+    expect(outcomesIn(first)).toHaveLength(50);
+    expect(first.indexOf("&quot;n&quot;: 51")).toBeLessThan(first.indexOf("&quot;n&quot;: 50")); // newest first
+    const next = /<a href="([^"]+)" rel="next">/.exec(first)![1]!.replaceAll("&amp;", "&");
+    expect(new URL(next, app.baseUrl).searchParams.get("run")).toBe("flood");
+    expect(new URL(next, app.baseUrl).searchParams.get("outcome")).toBe("rejected");
+    const second = await (await client.get(next)).text();
+    expect(outcomesIn(second)).toHaveLength(2);
+    expect(second).toContain("&quot;n&quot;: 0");
+    expect(second).not.toContain('rel="next"');
+  });
+});
+
+describe.skipIf(!hasChromium)("these pages in a browser", () => {
   let context: BrowserContext;
   let page: Page;
   let recorded: Awaited<ReturnType<typeof openPage>>;
@@ -126,13 +173,28 @@ describe.skipIf(!hasChromium)("the deliveries page in a browser", () => {
     await expect(page.locator("article").count()).resolves.toBe(0);
   });
 
+  it("the signal log shows the dead letters, a payload opens formatted, and a signal links to its run", async () => {
+    await page.getByRole("link", { name: "Signal log" }).click();
+    await page.waitForURL((u) => u.pathname === "/console/signals");
+    await page.getByLabel("Outcome").selectOption("rejected");
+    await page.getByLabel("Run").fill("order-9");
+    await Promise.all([page.waitForURL((u) => u.searchParams.get("outcome") === "rejected"), page.getByRole("button", { name: "Filter", exact: true }).click()]);
+    const rows = page.locator("tbody tr");
+    await expect(rows.count()).resolves.toBe(2);
+    const invalid = rows.filter({ hasText: "rejected_invalid_payload" });
+    await expect(invalid.textContent()).resolves.toContain("/paid must be boolean");
+    await invalid.locator("summary").click();
+    await expect(invalid.locator("pre.json").textContent()).resolves.toBe('{\n  "paid": "yes"\n}');
+    await Promise.all([page.waitForURL((u) => u.pathname === "/console/runs/order-9"), invalid.getByRole("link", { name: "order-9" }).click()]);
+  });
+
   it("made no request to another host and broke no Content-Security-Policy rule", () => {
     expect(recorded.requests.filter((u) => !u.startsWith(app.baseUrl + "/"))).toEqual([]);
     expect(recorded.problems).toEqual([]);
   });
 });
 
-const PAGES = ["/console/deliveries", `/console/deliveries?status=failed`];
+const PAGES = ["/console/deliveries", "/console/deliveries?status=failed", "/console/signals", "/console/signals?outcome=rejected"];
 
 describe.skipIf(!hasChromium)("accessibility and small screens on these pages", () => {
   it("axe-core finds no serious or critical violation, and each page fits 375 px", async () => {

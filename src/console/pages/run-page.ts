@@ -41,6 +41,7 @@ ${c.is_cancelled ? "" : controls(run.run_id, c.is_paused, frame.csrf)}
 ${waits.items.length === 0 ? html`<p>No waits.</p>` : scrollTable("Waits of this run", waitsTable(waits.items))}
 ${waits.next_cursor ? html`<p>Showing the first ${WAITS_SHOWN}; <a href="${CONSOLE}/waits?run=${encodeURIComponent(run.run_id)}">all open waits of this run</a>.</p>` : ""}
 </section>
+<p><a href="${CONSOLE}/signals?run=${encodeURIComponent(run.run_id)}">Signals sent to this run</a> (accepted and rejected)</p>
 <section aria-labelledby="history-h">
 <h2 id="history-h">History</h2>
 <ol class="timeline" id="timeline"${events.next_cursor ? "" : html` data-stream="${runPath(run.run_id)}/events?after=${lastEvent}"`}>
