@@ -17,6 +17,7 @@ import { CONSOLE, type Html, type PageFrame } from "./layout.ts";
 import { approvalsPage } from "./pages/approvals-page.ts";
 import { deliveriesPage, deliveriesUrl, parseDeliveriesQuery } from "./pages/deliveries-page.ts";
 import { errorPage } from "./pages/error-page.ts";
+import { overviewPage } from "./pages/overview-page.ts";
 import { runPage, runPath } from "./pages/run-page.ts";
 import { signalsPage } from "./pages/signals-page.ts";
 import { signInPage } from "./pages/sign-in-page.ts";
@@ -144,7 +145,8 @@ export function consoleRouter(deps: ConsoleDeps) {
     return c.redirect(`${CONSOLE}/sign-in?signed_out=1`, 303);
   });
 
-  app.get("/", (c) => c.redirect(`${CONSOLE}/waits`, 303));
+  app.get("/", (c) => c.redirect(`${CONSOLE}/overview`, 303));
+  app.get("/overview", async (c) => render(c, await overviewPage(deps, frameOf(c))));
 
   app.get("/waits", async (c) => {
     const shown = await waitsPage(deps, new URL(c.req.url).searchParams, frameOf(c));
@@ -221,7 +223,7 @@ export function consoleRouter(deps: ConsoleDeps) {
   });
 
   app.all("*", (c) => {
-    if (c.req.method === "GET" && new URL(c.req.url).pathname === `${CONSOLE}/`) return c.redirect(`${CONSOLE}/waits`, 303);
+    if (c.req.method === "GET" && new URL(c.req.url).pathname === `${CONSOLE}/`) return c.redirect(`${CONSOLE}/overview`, 303);
     return render(c, errorPage(frameOf(c), "Not found", `The console has no page at ${new URL(c.req.url).pathname}.`), 404);
   });
   return app;

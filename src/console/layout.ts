@@ -22,6 +22,7 @@ export interface PageFrame {
 }
 
 const NAV: Array<{ section: NonNullable<PageFrame["section"]>; href: string; label: string }> = [
+  { section: "overview", href: `${CONSOLE}/overview`, label: "Overview" },
   { section: "waits", href: `${CONSOLE}/waits`, label: "Pending waits" },
   { section: "approvals", href: `${CONSOLE}/approvals`, label: "Approvals" },
   { section: "signals", href: `${CONSOLE}/signals`, label: "Signal log" },
@@ -43,7 +44,7 @@ export function page(frame: PageFrame, body: Html): Html {
 </head>
 <body>
 <header class="top">
-<a class="brand" href="${CONSOLE}/waits">signalbox</a>
+<a class="brand" href="${CONSOLE}/overview">signalbox</a>
 ${frame.who !== undefined
     ? html`<nav aria-label="Console">
 <ul>${NAV.map((n) => html`<li><a href="${n.href}"${n.section === frame.section ? html` aria-current="page"` : ""}>${n.label}</a></li>`)}</ul>

@@ -54,6 +54,45 @@ afterAll(async () => {
   await app?.close();
 });
 
+describe("the overview over HTTP", () => {
+  beforeAll(async () => {
+    await openWait(app, "order-10", { signal: "approval", timeout_s: 1800 }, 201); // due within the hour
+    const { body: late } = await openWait(app, "order-11", { signal: "approval", timeout_at: new Date(Date.now() - 1000).toISOString() }, 201);
+    await waitFor("the past deadline to time out", async () => (await (await app.api(`/waits/${late.id}`)).json()) as { status: string }, { until: (w) => w.status === "timed_out" });
+    const { body: dropped } = await openWait(app, "order-12", { signal: "approval" }, 201);
+    expect((await app.api(`/waits/${dropped.id}/cancel`, { method: "POST" })).status).toBe(200);
+  });
+
+  it("counts open waits by signal, what is due, what resolved in 24 h, failing deliveries and dead letters", async () => {
+    const res = await client.get("/console/overview");
+    expect(res.status).toBe(200);
+    const page = await res.text();
+    const tiles = Object.fromEntries([...page.matchAll(/<dt>([^<]+)<\/dt><dd>(?:<a [^>]+>)?([\d,]+)/g)].map((m) => [m[1], Number(m[2]!.replace(/,/g, ""))]));
+    expect(tiles).toEqual({
+      "Open waits": 2,
+      "Due within the hour": 1,
+      "Received, last 24 h": 2,
+      "Timed out, last 24 h": 1,
+      "Cancelled, last 24 h": 1,
+      "Failed deliveries": 2,
+      "Pending deliveries (retrying)": 0,
+      "Dead letters, last 24 h": 2,
+    });
+    expect(page).toContain('<a href="/console/waits?signal=approval">approval</a></td><td>1</td>');
+    expect(page).toContain('<a href="/console/waits?signal=payment">payment</a></td><td>1</td>');
+    // The charts are SVG drawn on the server: the last bucket of each holds what just happened.
+    expect(page).toMatch(/aria-label="Last hour, per 5 minutes: 2 received, 1 timed out, 1 cancelled, 2 dead letters"/);
+    expect(page).toMatch(/<title>[^<]*: 2 received, 1 timed out, 1 cancelled, 2 dead letters<\/title><rect class="s-received"/);
+    expect(page).not.toMatch(/<script(?! src="\/console\/assets\/)/);
+  });
+
+  it("is the console's home", async () => {
+    const res = await client.get("/console/");
+    expect(res.status).toBe(303);
+    expect(res.headers.get("location")).toBe("/console/overview");
+  });
+});
+
 describe("the deliveries page over HTTP", () => {
   it("lists failing deliveries with each attempt, and filters by status and callback host in the URL", async () => {
     const all = await (await client.get("/console/deliveries")).text();
@@ -173,6 +212,13 @@ describe.skipIf(!hasChromium)("these pages in a browser", () => {
     await expect(page.locator("article").count()).resolves.toBe(0);
   });
 
+  it("the overview draws its charts without breaking the CSP, and its tiles lead to the pages behind them", async () => {
+    await page.getByRole("link", { name: "Overview" }).click();
+    await page.waitForURL((u) => u.pathname === "/console/overview");
+    await expect(page.locator("figure.chart svg rect").count()).resolves.toBeGreaterThan(0);
+    await Promise.all([page.waitForURL((u) => u.pathname === "/console/deliveries" && u.searchParams.get("status") === "failed"), page.locator(".tile", { hasText: "Failed deliveries" }).getByRole("link").click()]);
+  });
+
   it("the signal log shows the dead letters, a payload opens formatted, and a signal links to its run", async () => {
     await page.getByRole("link", { name: "Signal log" }).click();
     await page.waitForURL((u) => u.pathname === "/console/signals");
@@ -194,7 +240,7 @@ describe.skipIf(!hasChromium)("these pages in a browser", () => {
   });
 });
 
-const PAGES = ["/console/deliveries", "/console/deliveries?status=failed", "/console/signals", "/console/signals?outcome=rejected"];
+const PAGES = ["/console/overview", "/console/deliveries", "/console/deliveries?status=failed", "/console/signals", "/console/signals?outcome=rejected"];
 
 describe.skipIf(!hasChromium)("accessibility and small screens on these pages", () => {
   it("axe-core finds no serious or critical violation, and each page fits 375 px", async () => {
