@@ -71,3 +71,24 @@ describe("pending waits", () => {
     expect(runsIn(await res.text())).toEqual(["bulk-50", "bulk-51", "bulk-52"]);
   });
 });
+
+describe("approvals inbox", () => {
+  /** The run of each approval card, top to bottom. */
+  const cardsIn = (page: string) => [...page.matchAll(/<span class="sub">for run<\/span> <a href="\/console\/runs\/[^"]+">([^<]+)<\/a>/g)].map((m) => m[1]);
+
+  it("filters by metadata key=value, across approval types or within one, the filter kept in the form", async () => {
+    const all = await (await client.get("/console/approvals")).text();
+    expect(cardsIn(all)).toEqual(["r-soon", "r-later", "r-open"]);
+    const ops = await (await client.get("/console/approvals?meta=team%3Dops")).text();
+    expect(cardsIn(ops)).toEqual(["r-soon", "r-later"]);
+    expect(ops).toContain('name="meta" value="team=ops"');
+    expect(cardsIn(await (await client.get("/console/approvals?signal=approval&meta=team%3Dops&meta=region%3Dus")).text())).toEqual(["r-later"]);
+    expect(cardsIn(await (await client.get("/console/approvals?meta=team%3Dnobody")).text())).toEqual([]);
+  });
+
+  it("a malformed metadata filter is named, not guessed at", async () => {
+    const page = await (await client.get("/console/approvals?meta=no-equals-sign")).text();
+    expect(page).toContain("Metadata “no-equals-sign”: write key=value.");
+    expect(cardsIn(page)).toEqual([]);
+  });
+});

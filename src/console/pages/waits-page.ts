@@ -3,7 +3,7 @@ import type { Deps } from "../../deps.ts";
 import { findWaits } from "../../waits/find-waits.ts";
 import type { WaitResource } from "../../waits/wait-view.ts";
 import { CONSOLE, duration, metadataList, notice, page, runLink, scrollTable, when, type Html, type PageFrame } from "../layout.ts";
-import { parseInstant, RUN_ID, SIGNAL_NAME, toInputInstant } from "../query-values.ts";
+import { parseInstant, parseMetadataPairs, RUN_ID, SIGNAL_NAME, toInputInstant } from "../query-values.ts";
 
 export const WAIT_KINDS = ["external", "timer", "sensor", "all", "any"] as const;
 const PAGE_SIZE = 50;
@@ -33,13 +33,7 @@ export function parseWaitsQuery(params: URLSearchParams): { query: WaitsQuery; p
   const run = text("run");
   if (run !== undefined && RUN_ID.test(run)) query.run = run;
   else if (run !== undefined) problems.push("Run: 1 to 200 characters from A-Z a-z 0-9 . _ : @ -.");
-  for (const pair of params.getAll("meta")) {
-    if (pair.trim() === "") continue;
-    const eq = pair.indexOf("=");
-    const key = eq < 0 ? "" : pair.slice(0, eq).trim();
-    if (key === "" || key.length > 200 || pair.length > 1200) problems.push(`Metadata “${pair.slice(0, 60)}”: write key=value.`);
-    else query.metadata.push([key, pair.slice(eq + 1).trim()]);
-  }
+  query.metadata = parseMetadataPairs(params, problems);
   for (const [name, field, label] of [["deadline_before", "deadlineBefore", "Times out before"], ["deadline_after", "deadlineAfter", "Times out after"]] as const) {
     const v = text(name);
     if (v === undefined) continue;
