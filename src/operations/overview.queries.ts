@@ -53,11 +53,17 @@ export async function countDeadLetters(q: Queryable, from: Date, to: Date, bucke
  * (latest attempt not delivered, still the wait's latest), read from its partial index.
  */
 export async function countFailingDeliveries(q: Queryable): Promise<{ failed: number; pending: number }> {
+  // Attempts drive, from their partial index; each finds its wait by primary key (a LATERAL with
+  // LIMIT 1, as listFailingDeliveries does, so the planner does not hash-join over every wait).
   const rows = await q.execute<{ status: string; n: number }>(sql`
-    select w.delivery_status as status, count(*)::int as n
+    select w.status, count(*)::int as n
     from signalbox.delivery_attempts a
-    join signalbox.waits w on w.id = a.wait_id and w.delivery_attempts = a.attempt
-    where a.latest and a.outcome <> 'delivered' and w.delivery_status in ('pending', 'failed')
+    cross join lateral (
+      select w.delivery_status as status from signalbox.waits w
+      where w.id = a.wait_id and w.delivery_attempts = a.attempt and w.delivery_status in ('pending', 'failed')
+      limit 1
+    ) w
+    where a.latest and a.outcome <> 'delivered'
     group by 1`);
   const by = Object.fromEntries(rows.map((r) => [r.status, Number(r.n)]));
   return { failed: by.failed ?? 0, pending: by.pending ?? 0 };
