@@ -5,12 +5,16 @@ import { startCallbackReceiver } from "../helpers/callback-receiver.ts";
 import { declareType, intake, openWait } from "../helpers/http.ts";
 import { startTestApp, type TestApp } from "../helpers/test-app.ts";
 import { waitFor } from "../helpers/wait-for.ts";
-import { axeViolations, openPage, overflowPx, signInPage } from "./browser-pages.ts";
+import path from "node:path";
+import { axeViolations, openPage, overflowPx, shotName, signInPage } from "./browser-pages.ts";
 import { signInConsole, type ConsoleClient } from "./console-client.ts";
 
 // The operator's pages for what went wrong: failing deliveries (redeliver one, or all matching a
 // filter), the signal log with its dead letters, and the overview. A real engine stand-in answers
 // 500 until told otherwise; SIGNALBOX_DELIVERY_MAX_ATTEMPTS=2 makes a delivery fail fast.
+// CONSOLE_SCREENSHOTS=docs/console writes a screenshot of each of these pages there (for the README).
+
+const SCREENSHOTS = process.env.CONSOLE_SCREENSHOTS;
 
 let app: TestApp;
 let browser: Browser | undefined;
@@ -260,6 +264,23 @@ describe.skipIf(!hasChromium)("accessibility and small screens on these pages", 
       expect(overflowing).toEqual({});
     } finally {
       await context.close();
+    }
+  }, 60_000);
+
+  it.skipIf(!SCREENSHOTS)("screenshots of these pages for the README", async () => {
+    for (const [width, prefix] of [[1280, ""], [375, "mobile-"]] as const) {
+      const context = await browser!.newContext({ viewport: { width, height: 800 } });
+      try {
+        const page = await context.newPage();
+        await signInPage(page, app.baseUrl, "/console/overview");
+        for (const p of ["/console/overview", "/console/deliveries", "/console/signals?outcome=rejected"]) {
+          await page.goto(app.baseUrl + p);
+          if (p !== "/console/overview") await page.locator("details").first().evaluate((d) => d.setAttribute("open", ""));
+          await page.screenshot({ path: path.join(SCREENSHOTS!, `${prefix}${shotName(p)}.png`), fullPage: prefix === "" && !p.startsWith("/console/signals") });
+        }
+      } finally {
+        await context.close();
+      }
     }
   }, 60_000);
 });

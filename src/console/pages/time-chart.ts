@@ -40,7 +40,7 @@ export function timeChart(id: string, caption: string, chart: TimeChart): Html {
 ${bars}
 <text class="tick" x="0" y="${H - 6}">${clock(new Date(from))}</text>
 <text class="tick" x="${W}" y="${H - 6}" text-anchor="end">${clock(new Date(from + chart.buckets.length * chart.bucketS * 1000))} UTC</text>
-<text class="tick" x="${W}" y="${PLOT_TOP + 4}" text-anchor="end">max ${max}</text>
+<text class="tick" x="2" y="${PLOT_TOP + 4}">max ${max}</text>
 </svg>
 <details><summary>As a table</summary>
 <div class="table-wrap" role="region" aria-label="${caption} as a table" tabindex="0"><table>
