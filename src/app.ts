@@ -12,6 +12,7 @@ import { isDatabaseUnavailable, type DatabaseAvailability } from "./db/availabil
 import { logBudget, requestContext } from "./core/logger.ts";
 import { createMetrics } from "./core/metrics.ts";
 import { healthRouter, type ReadinessChecks } from "./http/health.router.ts";
+import { DOCS_BUNDLE_PATH, DOCS_CONFIGURATION, docsBundle } from "./http/api-docs.ts";
 import { chain } from "./http/chain.ts";
 import { inputGuard } from "./http/input-guard.ts";
 import { metricsRouter } from "./http/metrics.router.ts";
@@ -36,9 +37,9 @@ export interface AppDeps extends Deps {
   availability?: DatabaseAvailability;
 }
 
-const PUBLIC_PATHS = new Set(["/healthz", "/readyz", "/metrics", "/openapi.json", "/docs"]);
+const PUBLIC_PATHS = new Set(["/healthz", "/readyz", "/metrics", "/openapi.json", "/docs", DOCS_BUNDLE_PATH]);
 /** Public paths that cost work; the probes stay unlimited (an orchestrator must always get an answer). */
-const RATE_LIMITED_PATHS = new Set(["/metrics", "/openapi.json", "/docs"]);
+const RATE_LIMITED_PATHS = new Set(["/metrics", "/openapi.json", "/docs", DOCS_BUNDLE_PATH]);
 /** Approval links carry their own credential (a signed token in the path). */
 const isApprovalLink = (path: string) => path.startsWith(APPROVAL_LINK_PREFIX);
 const INTAKE = /^\/signals\/[^/]+\/[^/]+$/;
@@ -168,11 +169,18 @@ export function createApp(deps: AppDeps) {
     openApiText ??= JSON.stringify(app.getOpenAPI31Document(OPENAPI_CONFIG));
     return c.body(openApiText, 200, { "content-type": "application/json" });
   });
-  const docs = Scalar({ url: "/openapi.json", pageTitle: "signalbox API" });
+  const docs = Scalar({ ...DOCS_CONFIGURATION });
   let docsHtml: string | undefined;
   app.get("/docs", async (c) => {
     docsHtml ??= await ((await docs(c, async () => {})) as Response).text();
     return c.html(docsHtml);
+  });
+  app.get(DOCS_BUNDLE_PATH, (c) => {
+    const bundle = docsBundle();
+    const gzip = /\bgzip\b/.test(c.req.header("accept-encoding") ?? "");
+    const headers: Record<string, string> = { "content-type": "text/javascript; charset=utf-8", "cache-control": "public, max-age=31536000, immutable", vary: "accept-encoding" };
+    if (gzip) headers["content-encoding"] = "gzip";
+    return c.body(new Uint8Array(gzip ? bundle.gzip : bundle.body), 200, headers);
   });
 
   app.notFound((c) => problemResponse(c, { type: "https://signalbox.dev/problems/not-found", title: "Not Found", status: 404, detail: `no route for ${c.req.method} ${c.req.path}` }));

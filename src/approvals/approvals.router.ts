@@ -44,7 +44,7 @@ const create = createRoute({
   security: bearerSecurity,
   request: {
     params: z.object({ id: WaitIdSchema.openapi({ param: { name: "id", in: "path" } }) }),
-    body: { content: { "application/json": { schema: CreateLinksBody } }, required: true },
+    body: { content: { "application/json": { schema: CreateLinksBody, example: { ttl_s: 86400, responder: "kim@example.com" } } }, required: true },
   },
   responses: { 200: json(ApprovalLinksSchema, "The links"), ...commonProblems, 404: problems[404], 409: problems[409], 413: problems[413] },
 });

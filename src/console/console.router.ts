@@ -9,17 +9,22 @@ import type { ChangeFeed } from "../events/change-feed.ts";
 import { parseEventId } from "../events/events.queries.ts";
 import { clientAddress, proxyList } from "../http/rate-limit.ts";
 import { cancelRun, pauseRun, resumeRun } from "../runs/control-run.ts";
+import { redeliverWait } from "../waits/cancel-wait.ts";
 import { runEventStream } from "../runs/run-event-stream.ts";
 import { answerApproval } from "./answer-approval.ts";
 import { ASSETS } from "./assets.ts";
 import { CONSOLE, type Html, type PageFrame } from "./layout.ts";
 import { approvalsPage } from "./pages/approvals-page.ts";
+import { deliveriesPage, deliveriesUrl, parseDeliveriesQuery } from "./pages/deliveries-page.ts";
 import { errorPage } from "./pages/error-page.ts";
+import { overviewPage } from "./pages/overview-page.ts";
 import { runPage, runPath } from "./pages/run-page.ts";
+import { signalsPage } from "./pages/signals-page.ts";
 import { signInPage } from "./pages/sign-in-page.ts";
 import { signalTypePage, signalTypesPage } from "./pages/signal-types-page.ts";
 import { waitsPage } from "./pages/waits-page.ts";
 import { RUN_ID, SIGNAL_NAME } from "./query-values.ts";
+import { redeliverMatching } from "./redeliver-matching.ts";
 import { securityHeaders } from "./security-headers.ts";
 import { SESSION_COOKIE, SessionKeys, type Session } from "./session.ts";
 import { signIn } from "./sign-in.ts";
@@ -140,7 +145,8 @@ export function consoleRouter(deps: ConsoleDeps) {
     return c.redirect(`${CONSOLE}/sign-in?signed_out=1`, 303);
   });
 
-  app.get("/", (c) => c.redirect(`${CONSOLE}/waits`, 303));
+  app.get("/", (c) => c.redirect(`${CONSOLE}/overview`, 303));
+  app.get("/overview", async (c) => render(c, await overviewPage(deps, frameOf(c))));
 
   app.get("/waits", async (c) => {
     const shown = await waitsPage(deps, new URL(c.req.url).searchParams, frameOf(c));
@@ -180,8 +186,7 @@ export function consoleRouter(deps: ConsoleDeps) {
   app.get("/approvals", async (c) => render(c, await approvalsPage(deps, new URL(c.req.url).searchParams, { ...frameOf(c), csrf: c.get("csrf") })));
   app.post("/approvals/:id", async (c) => {
     const form = c.get("form");
-    const waitId = c.req.param("id");
-    if (!/^wt_[0-9a-z]{1,64}$/.test(waitId)) throw new BadRequestError("not a wait id");
+    const waitId = waitIdOf(c.req.param("id"));
     const { answer, stillWaiting, signal } = await answerApproval(deps, {
       waitId,
       response: form.get("response") ?? "",
@@ -193,8 +198,32 @@ export function consoleRouter(deps: ConsoleDeps) {
     return c.redirect(`${CONSOLE}/approvals?answered=${encodeURIComponent(said)}`, 303);
   });
 
+  app.get("/signals", async (c) => {
+    const shown = await signalsPage(deps, new URL(c.req.url).searchParams, frameOf(c));
+    return render(c, shown.body, shown.status);
+  });
+
+  app.get("/deliveries", async (c) => {
+    const shown = await deliveriesPage(deps, new URL(c.req.url).searchParams, { ...frameOf(c), csrf: c.get("csrf") });
+    return render(c, shown.body, shown.status);
+  });
+  // Both redeliver forms send the page's filter back, so the redirect returns to the same view.
+  app.post("/deliveries/redeliver", async (c) => {
+    const { query, problems } = parseDeliveriesQuery(c.get("form"));
+    if (problems.length > 0) throw new BadRequestError(problems.join(" "));
+    const filter = { ...(query.status ? { status: query.status } : {}), ...(query.callbackHost ? { callbackHost: query.callbackHost } : {}) };
+    const done = await redeliverMatching(deps, filter);
+    return c.redirect(deliveriesUrl(filter, { redelivered: String(done.redelivered), ...(done.skipped ? { skipped: String(done.skipped) } : {}), ...(done.more ? { more: "1" } : {}) }), 303);
+  });
+  app.post("/deliveries/:id/redeliver", async (c) => {
+    const waitId = waitIdOf(c.req.param("id"));
+    const { query } = parseDeliveriesQuery(c.get("form"));
+    await redeliverWait(deps, waitId);
+    return c.redirect(deliveriesUrl(query, { redelivered: "1" }), 303);
+  });
+
   app.all("*", (c) => {
-    if (c.req.method === "GET" && new URL(c.req.url).pathname === `${CONSOLE}/`) return c.redirect(`${CONSOLE}/waits`, 303);
+    if (c.req.method === "GET" && new URL(c.req.url).pathname === `${CONSOLE}/`) return c.redirect(`${CONSOLE}/overview`, 303);
     return render(c, errorPage(frameOf(c), "Not found", `The console has no page at ${new URL(c.req.url).pathname}.`), 404);
   });
   return app;
@@ -215,6 +244,11 @@ function safeNext(next: string | undefined): string {
 function runIdOf(runId: string): string {
   if (!RUN_ID.test(runId)) throw new BadRequestError("a run id is 1 to 200 characters from A-Z a-z 0-9 . _ : @ -");
   return runId;
+}
+
+function waitIdOf(waitId: string): string {
+  if (!/^wt_[0-9a-z]{1,64}$/.test(waitId)) throw new BadRequestError("not a wait id");
+  return waitId;
 }
 
 function titleFor(status: number): string {

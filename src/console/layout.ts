@@ -18,12 +18,15 @@ export interface PageFrame {
   /** Sign-out is a state change: it carries the session's CSRF token. */
   csrf?: string;
   /** Which navigation entry is current. */
-  section?: "waits" | "approvals" | "runs" | "signal-types";
+  section?: "overview" | "waits" | "approvals" | "runs" | "signals" | "deliveries" | "signal-types";
 }
 
 const NAV: Array<{ section: NonNullable<PageFrame["section"]>; href: string; label: string }> = [
+  { section: "overview", href: `${CONSOLE}/overview`, label: "Overview" },
   { section: "waits", href: `${CONSOLE}/waits`, label: "Pending waits" },
   { section: "approvals", href: `${CONSOLE}/approvals`, label: "Approvals" },
+  { section: "signals", href: `${CONSOLE}/signals`, label: "Signal log" },
+  { section: "deliveries", href: `${CONSOLE}/deliveries`, label: "Deliveries" },
   { section: "signal-types", href: `${CONSOLE}/signal-types`, label: "Signal types" },
 ];
 
@@ -41,7 +44,7 @@ export function page(frame: PageFrame, body: Html): Html {
 </head>
 <body>
 <header class="top">
-<a class="brand" href="${CONSOLE}/waits">signalbox</a>
+<a class="brand" href="${CONSOLE}/overview">signalbox</a>
 ${frame.who !== undefined
     ? html`<nav aria-label="Console">
 <ul>${NAV.map((n) => html`<li><a href="${n.href}"${n.section === frame.section ? html` aria-current="page"` : ""}>${n.label}</a></li>`)}</ul>

@@ -20,3 +20,16 @@ export function parseInstant(text: string): Date | undefined {
 
 /** A datetime-local input's value for an instant (UTC, to the second). */
 export const toInputInstant = (at: Date | undefined) => (at ? at.toISOString().slice(0, 19) : "");
+
+/** `meta=key=value` filters (repeatable, all must match); a malformed one is named in `problems`. */
+export function parseMetadataPairs(params: URLSearchParams, problems: string[]): Array<[string, string]> {
+  const pairs: Array<[string, string]> = [];
+  for (const pair of params.getAll("meta")) {
+    if (pair.trim() === "") continue;
+    const eq = pair.indexOf("=");
+    const key = eq < 0 ? "" : pair.slice(0, eq).trim();
+    if (key === "" || key.length > 200 || pair.length > 1200) problems.push(`Metadata “${pair.slice(0, 60)}”: write key=value.`);
+    else pairs.push([key, pair.slice(eq + 1).trim()]);
+  }
+  return pairs;
+}

@@ -58,7 +58,13 @@ const ControlBody = z
   .object({ reason: z.string().max(1000).optional(), by: z.string().max(200).optional() })
   .strict()
   .openapi("RunControl", { example: { reason: "provider outage", by: "kim@example.com" } });
-const controlBody = { content: { "application/json": { schema: ControlBody } }, required: false };
+/** Each verb's documented request (resume takes no reason). */
+const CONTROL_EXAMPLES = {
+  pause: { reason: "provider outage", by: "kim@example.com" },
+  resume: { by: "kim@example.com" },
+  cancel: { reason: "order withdrawn", by: "kim@example.com" },
+};
+const controlBody = (verb: keyof typeof CONTROL_EXAMPLES) => ({ content: { "application/json": { schema: ControlBody, example: CONTROL_EXAMPLES[verb] } }, required: false });
 
 const controlRoute = (verb: "pause" | "resume" | "cancel", summary: string, ok: string) =>
   createRoute({
@@ -68,7 +74,7 @@ const controlRoute = (verb: "pause" | "resume" | "cancel", summary: string, ok: 
     summary,
     tags: ["Runs"],
     security: bearerSecurity,
-    request: { params: RunParams, body: controlBody },
+    request: { params: RunParams, body: controlBody(verb) },
     responses: { 200: json(RunSchema, ok), ...commonProblems, 409: problems[409] },
   });
 
@@ -84,7 +90,7 @@ const addChild = createRoute({
   summary: "Register a child run: pause, resume and cancel reach it",
   tags: ["Runs"],
   security: bearerSecurity,
-  request: { params: RunParams, body: { content: { "application/json": { schema: ChildBody } }, required: true } },
+  request: { params: RunParams, body: { content: { "application/json": { schema: ChildBody, example: { run_id: "order-17-shipping" } } }, required: true } },
   responses: { 200: json(RunSchema, "The parent, with its children"), ...commonProblems, 409: problems[409] },
 });
 const removeChild = createRoute({

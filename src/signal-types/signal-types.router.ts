@@ -33,6 +33,15 @@ export const SignalTypeSchema = z
 
 const NameParams = z.object({ name: SignalNameSchema.openapi({ param: { name: "name", in: "path" } }) });
 
+/** The documented request: valid as it stands (the secret is the Standard Webhooks specification's example). */
+const SIGNAL_TYPE_EXAMPLE = {
+  description: "Manager approves the order",
+  schema: { type: "object", required: ["approved"], properties: { approved: { type: "boolean" } } },
+  auth: { scheme: "standard-webhooks", secrets: ["whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"], tolerance_s: 300 },
+  buffer_ttl_s: 0,
+  responses: ["approve", "reject"],
+};
+
 const put = createRoute({
   method: "put",
   path: "/signal-types/{name}",
@@ -42,7 +51,7 @@ const put = createRoute({
     "The declared contract of a signal: the JSON Schema (draft 2020-12) every payload must satisfy, how senders authenticate (`auth.scheme`), how long a signal that finds no open wait is kept (`buffer_ttl_s`), and for human decisions the allowed `responses`. Secrets are write-only: responses show `secret_count`. An invalid JSON Schema is 422, and so is a Standard Webhooks secret that is not `whsec_` + base64, or a body-only scheme (github, shopify, hmac-sha256) with neither `run_pointer` nor `replay_across_runs: true`.",
   tags: ["Signal types"],
   security: bearerSecurity,
-  request: { params: NameParams, body: { content: { "application/json": { schema: SignalTypeBodySchema } }, required: true } },
+  request: { params: NameParams, body: { content: { "application/json": { schema: SignalTypeBodySchema, example: SIGNAL_TYPE_EXAMPLE } }, required: true } },
   responses: {
     200: json(SignalTypeSchema, "Replaced"),
     201: json(SignalTypeSchema, "Created"),

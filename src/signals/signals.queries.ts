@@ -1,4 +1,4 @@
-import { and, asc, eq, getTableColumns, or, sql, type SQL } from "drizzle-orm";
+import { and, asc, desc, eq, getTableColumns, isNull, or, sql, type SQL } from "drizzle-orm";
 import type { Queryable } from "../db/client.ts";
 import { signals } from "../db/schema.ts";
 import type { ValidationIssue } from "../core/errors.ts";
@@ -38,7 +38,13 @@ const storable = (issue: ValidationIssue): ValidationIssue => ({
 
 export interface SignalFilter {
   runId?: string;
+  /** A signal name. */
+  signal?: string;
   outcome?: string;
+  /** Every rejection, whatever its reason (the dead letters): the records with no sequence. */
+  rejected?: boolean;
+  /** Newest first (a log read from its end); the cursor then moves back in time. */
+  newestFirst?: boolean;
   after?: { receivedAt: Date; id: string };
 }
 
@@ -61,15 +67,20 @@ function outcomeIs(outcome: string): SQL {
 export async function listSignals(q: Queryable, f: SignalFilter, limit: number): Promise<SignalRow[]> {
   const conditions: SQL[] = [];
   if (f.runId !== undefined) conditions.push(eq(signals.runId, f.runId));
+  if (f.signal !== undefined) conditions.push(eq(signals.signal, f.signal));
   if (f.outcome !== undefined) conditions.push(outcomeIs(f.outcome));
+  // Rejections keep no wait: the wait_id condition lets the planner read signals_without_wait_received.
+  if (f.rejected) conditions.push(isNull(signals.sequence), isNull(signals.waitId));
   if (f.after) {
-    conditions.push(sql`(${signals.receivedAt}, ${signals.id}) > (${f.after.receivedAt.toISOString()}::timestamptz, ${f.after.id}::text)`);
+    const position = sql`(${f.after.receivedAt.toISOString()}::timestamptz, ${f.after.id}::text)`;
+    conditions.push(f.newestFirst ? sql`(${signals.receivedAt}, ${signals.id}) < ${position}` : sql`(${signals.receivedAt}, ${signals.id}) > ${position}`);
   }
+  const order = f.newestFirst ? desc : asc;
   return q
     .select({ ...getTableColumns(signals), outcome: shownOutcome })
     .from(signals)
     .where(and(...conditions))
-    .orderBy(asc(signals.receivedAt), asc(signals.id))
+    .orderBy(order(signals.receivedAt), order(signals.id))
     .limit(limit + 1);
 }
 

@@ -91,7 +91,7 @@ const intake = createRoute({
       "x-slack-signature": z.string().optional().openapi({ description: "slack: v0=<hex>" }),
       "x-slack-request-timestamp": z.string().optional().openapi({ description: "slack: unix seconds" }),
     }),
-    body: { content: { "application/json": { schema: z.unknown().openapi({ description: "The payload: any JSON, checked against the signal type's schema" }) } }, required: true },
+    body: { content: { "application/json": { schema: z.unknown().openapi({ description: "The payload: any JSON, checked against the signal type's schema" }), example: { approved: true, response: "approve" } } }, required: true },
   },
   responses: {
     202: json(AcceptedSchema, "received (the open wait is resolved) or buffered"),
@@ -146,7 +146,12 @@ const batch = createRoute({
   summary: "Send several signals (management token); one intake answer per item, in order",
   tags: ["Signals"],
   security: bearerSecurity,
-  request: { body: { content: { "application/json": { schema: BatchBody } }, required: true } },
+  request: {
+    body: {
+      content: { "application/json": { schema: BatchBody, example: { signals: [{ run_id: "order-18", signal: "manager-approval", payload: { approved: true, response: "approve" }, idempotency_key: "order-18/approval" }] } } },
+      required: true,
+    },
+  },
   responses: { 200: json(z.object({ results: z.array(BatchResultSchema) }).openapi("SignalBatchResults"), "One answer per item"), ...commonProblems, 413: problems[413] },
 });
 

@@ -77,6 +77,15 @@ const DeliveryQuery = z
   .optional()
   .openapi({ description: "Only waits whose resume callback's `delivery.status` is this" });
 
+/** The documented request (a complete, valid one: a reference's generated sample would combine every field). */
+const OPEN_WAIT_EXAMPLE = {
+  signal: "manager-approval",
+  key: "scene-2/approval",
+  timeout_s: 172800,
+  callback_url: "http://engine:9000/resume",
+  metadata: { order_id: "o-17", assignee: "kim" },
+};
+
 const open = createRoute({
   method: "post",
   path: "/runs/{run}/waits",
@@ -86,7 +95,7 @@ const open = createRoute({
     "At most one open wait per run and signal name (409 otherwise). The same run and `key` again return the same wait (200). `timeout_s` or `timeout_at` time it out; a deadline already past times it out at once. When the wait leaves `waiting`, `callback_url` receives a Standard Webhooks-signed POST `{id, type, occurred_at, wait}`. A buffered signal is consumed at once: the new wait is then already `received`.",
   tags: ["Waits"],
   security: bearerSecurity,
-  request: { params: RunParams, body: { content: { "application/json": { schema: OpenWaitBody } }, required: true } },
+  request: { params: RunParams, body: { content: { "application/json": { schema: OpenWaitBody, example: OPEN_WAIT_EXAMPLE } }, required: true } },
   responses: {
     201: json(WaitSchema, "Opened (already `received` if a buffered signal was waiting)"),
     200: json(WaitSchema, "A wait with this run and key exists: that wait"),

@@ -3,7 +3,8 @@ import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CHROMIUM, hasChromium, launchChromium } from "../helpers/browser.ts";
 import { openWait } from "../helpers/http.ts";
-import { API_KEY, startTestApp, type TestApp } from "../helpers/test-app.ts";
+import { startTestApp, type TestApp } from "../helpers/test-app.ts";
+import { axeViolations, openPage, shotName, signInPage } from "./browser-pages.ts";
 
 // An operator with a real browser: sign in, find a wait by its metadata, watch a run's history
 // grow live, pause and resume it, answer approvals; axe-core on every page; a phone-sized
@@ -11,7 +12,6 @@ import { API_KEY, startTestApp, type TestApp } from "../helpers/test-app.ts";
 // CONSOLE_SCREENSHOTS=docs/console writes a screenshot of each page there (for the README).
 
 if (!hasChromium) console.warn(`skipping the console browser tests: ${CHROMIUM} is missing (apt-get install chromium)`);
-const AXE = path.resolve("node_modules/axe-core/axe.min.js");
 const SCREENSHOTS = process.env.CONSOLE_SCREENSHOTS;
 const STANDARD_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
@@ -41,26 +41,7 @@ afterAll(async () => {
   await app?.close();
 });
 
-/** A page that records every request it makes and every console error (a CSP violation is one). */
-async function openPage(context: BrowserContext) {
-  const page = await context.newPage();
-  const requests: string[] = [];
-  const problems: string[] = [];
-  page.on("request", (r) => requests.push(r.url()));
-  page.on("console", (m) => {
-    if (m.type() === "error" || m.type() === "warning") problems.push(m.text());
-  });
-  page.on("pageerror", (e) => problems.push(e.message));
-  return { page, requests, problems };
-}
-
-async function signIn(page: Page, next = "/console/waits") {
-  await page.goto(app.baseUrl + next);
-  expect(new URL(page.url()).pathname).toBe("/console/sign-in");
-  await page.getByLabel("Management key or JWT").fill(API_KEY);
-  await page.getByLabel("Your name").fill("Kim Operator");
-  await Promise.all([page.waitForURL((u) => u.pathname === next), page.getByRole("button", { name: "Sign in" }).click()]);
-}
+const signIn = (page: Page, next = "/console/waits") => signInPage(page, app.baseUrl, next);
 
 const api = async <T>(p: string) => (await (await app.api(p)).json()) as T;
 
@@ -216,13 +197,3 @@ describe.skipIf(!hasChromium)("accessibility and small screens", () => {
     }
   }, 60_000);
 });
-
-const shotName = (p: string) => p.replace(/^\/console\//, "").replace(/[^a-z0-9]+/gi, "-").replace(/-+$/, "");
-
-/** axe-core's serious and critical findings on the page, as rule id and the elements involved. */
-async function axeViolations(page: Page): Promise<unknown[]> {
-  await page.addScriptTag({ path: AXE });
-  type Violation = { id: string; impact: string; nodes: Array<{ target: unknown }> };
-  const violations = await page.evaluate(async () => ((await (globalThis as unknown as { axe: { run(): Promise<{ violations: Violation[] }> } }).axe.run()).violations));
-  return violations.filter((v) => v.impact === "serious" || v.impact === "critical").map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.map((n) => n.target) }));
-}

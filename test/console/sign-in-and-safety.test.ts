@@ -91,12 +91,12 @@ describe("signing in", () => {
     expect(page).not.toContain(jwt);
   });
 
-  it("/console and /console/ lead to the pending waits", async () => {
+  it("/console and /console/ lead to the overview", async () => {
     const op = await signInConsole(app);
     for (const p of ["/console", "/console/"]) {
       const res = await op.get(p);
       expect(res.status, p).toBe(303);
-      expect(res.headers.get("location"), p).toBe("/console/waits");
+      expect(res.headers.get("location"), p).toBe("/console/overview");
     }
   });
 

@@ -6,7 +6,7 @@ import { findWaits } from "../../waits/find-waits.ts";
 import type { WaitResource } from "../../waits/wait-view.ts";
 import { MAX_COMMENT_CHARS } from "../../approvals/respond-to-link.ts";
 import { CONSOLE, csrfField, duration, metadataList, notice, page, runLink, when, type Html, type PageFrame } from "../layout.ts";
-import { SIGNAL_NAME } from "../query-values.ts";
+import { parseMetadataPairs, SIGNAL_NAME } from "../query-values.ts";
 
 const PAGE_SIZE = 50;
 /** Approval types looked at for the unfiltered inbox; past it the operator picks one. */
@@ -27,15 +27,20 @@ export async function approvalsPage(deps: Pick<Deps, "db">, params: URLSearchPar
   const byName = new Map(types.map((t) => [t.name, t]));
   const chosen = params.get("signal") ?? "";
   const cursor = params.get("cursor") ?? undefined;
-  let waits: WaitResource[];
+  const problems: string[] = [];
+  const metaPairs = parseMetadataPairs(params, problems);
+  const metadata = metaPairs.length > 0 ? { metadata: Object.fromEntries(metaPairs) } : {};
+  let waits: WaitResource[] = [];
   let next: string | null = null;
-  if (chosen !== "" && SIGNAL_NAME.test(chosen) && byName.has(chosen)) {
-    const found = await findWaits(deps, { signal: chosen, status: "waiting", limit: PAGE_SIZE, ...(cursor ? { cursor } : {}) });
+  if (problems.length > 0) {
+    // Nothing is listed under a filter that cannot be read; the form says what to fix.
+  } else if (chosen !== "" && SIGNAL_NAME.test(chosen) && byName.has(chosen)) {
+    const found = await findWaits(deps, { signal: chosen, status: "waiting", limit: PAGE_SIZE, ...metadata, ...(cursor ? { cursor } : {}) });
     waits = found.items;
     next = found.next_cursor;
   } else {
     // The oldest open approvals of every approval type, merged: each type's index gives its oldest.
-    const lists = await Promise.all(types.slice(0, TYPES_MERGED).map((t) => findWaits(deps, { signal: t.name, status: "waiting", limit: PAGE_SIZE })));
+    const lists = await Promise.all(types.slice(0, TYPES_MERGED).map((t) => findWaits(deps, { signal: t.name, status: "waiting", limit: PAGE_SIZE, ...metadata })));
     waits = lists
       .flatMap((l) => l.items)
       .sort((a, b) => a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id))
@@ -45,6 +50,7 @@ export async function approvalsPage(deps: Pick<Deps, "db">, params: URLSearchPar
   const answered = ANSWERED[outcome] ?? (/^[a-z_]{1,40}$/.test(outcome) ? `The answer was not accepted (${outcome}).` : undefined);
   const now = Date.now();
   const body = html`<h1>Approvals</h1>
+${problems.map((p) => notice("error", p))}
 ${answered ? notice(outcome in ANSWERED && !outcome.startsWith("rejected") ? "ok" : "error", answered) : ""}
 ${types.length === 0
     ? html`<p>No signal type declares <code>responses</code>, so nothing asks for approval.</p>`
@@ -52,11 +58,12 @@ ${types.length === 0
 <div class="field"><label for="a-signal">Signal type</label><select id="a-signal" name="signal"><option value="">all approval types</option>${types.map(
         (t) => html`<option${t.name === chosen ? html` selected` : ""}>${t.name}</option>`,
       )}</select></div>
-<div class="actions"><button type="submit">Show</button></div>
+${[...metaPairs.map(([k, v]) => `${k}=${v}`), ""].map((m, i) => html`<div class="field"><label for="a-meta-${i}">Metadata key=value</label><input id="a-meta-${i}" name="meta" value="${m}" placeholder="assignee=kim" maxlength="1200"></div>`)}
+<div class="actions"><button type="submit">Show</button> <a href="${CONSOLE}/approvals">Clear</a></div>
 </form>`}
 ${types.length > 0 && waits.length === 0 ? html`<p>Nothing is waiting for an answer.</p>` : ""}
 ${waits.map((w) => approvalCard(w, byName.get(w.signal), frame.csrf, now))}
-${next ? html`<p><a href="${CONSOLE}/approvals?signal=${encodeURIComponent(chosen)}&amp;cursor=${next}" rel="next">Next ${PAGE_SIZE}</a></p>` : ""}
+${next ? html`<p><a href="${nextUrl(chosen, metaPairs, next)}" rel="next">Next ${PAGE_SIZE}</a></p>` : ""}
 ${chosen === "" && types.length > TYPES_MERGED ? html`<p>Showing the first ${TYPES_MERGED} approval types; choose one above to see the rest.</p>` : ""}`;
   return page({ ...frame, title: "Approvals", section: "approvals" }, body);
 }
@@ -80,6 +87,13 @@ ${csrfField(csrf)}
 <div class="responses">${(type?.responses ?? []).map((r) => html`<button type="submit" name="response" value="${r}">${r}</button>`)}</div>
 </form>
 </article>`;
+}
+
+function nextUrl(signal: string, meta: Array<[string, string]>, cursor: string): string {
+  const p = new URLSearchParams({ signal });
+  for (const [k, v] of meta) p.append("meta", `${k}=${v}`);
+  p.set("cursor", cursor);
+  return `${CONSOLE}/approvals?${p}`;
 }
 
 function votes(w: WaitResource): Html | string {

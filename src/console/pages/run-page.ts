@@ -41,6 +41,7 @@ ${c.is_cancelled ? "" : controls(run.run_id, c.is_paused, frame.csrf)}
 ${waits.items.length === 0 ? html`<p>No waits.</p>` : scrollTable("Waits of this run", waitsTable(waits.items))}
 ${waits.next_cursor ? html`<p>Showing the first ${WAITS_SHOWN}; <a href="${CONSOLE}/waits?run=${encodeURIComponent(run.run_id)}">all open waits of this run</a>.</p>` : ""}
 </section>
+<p><a href="${CONSOLE}/signals?run=${encodeURIComponent(run.run_id)}">Signals sent to this run</a> (accepted and rejected)</p>
 <section aria-labelledby="history-h">
 <h2 id="history-h">History</h2>
 <ol class="timeline" id="timeline"${events.next_cursor ? "" : html` data-stream="${runPath(run.run_id)}/events?after=${lastEvent}"`}>
@@ -64,14 +65,14 @@ ${paused
 
 function waitsTable(waits: WaitResource[]): Html {
   return html`<table>
-<thead><tr><th scope="col">Signal</th><th scope="col">Status</th><th scope="col">Kind</th><th scope="col">Opened</th><th scope="col">Times out</th><th scope="col">Resolved</th><th scope="col">Callback</th><th scope="col">Result</th></tr></thead>
+<thead><tr><th scope="col">Signal</th><th scope="col">Status</th><th scope="col">Kind</th><th scope="col">Opened</th><th scope="col">Fires or times out</th><th scope="col">Resolved</th><th scope="col">Callback</th><th scope="col">Result</th></tr></thead>
 <tbody>${waits.map(
     (w) => html`<tr>
 <td>${w.signal}${w.key ? html`<div class="sub">${w.key}</div>` : ""}</td>
 <td><span class="status status-${w.status}">${w.status}</span></td>
 <td>${w.kind}</td>
 <td>${when(w.created_at)}</td>
-<td>${when(w.timeout_at)}</td>
+<td>${w.kind === "timer" && w.fires_at ? html`fires ${when(w.fires_at)}${w.timeout_at ? html`<div class="sub">times out ${when(w.timeout_at)}</div>` : ""}` : when(w.timeout_at)}</td>
 <td>${when(w.resolved_at)}</td>
 <td>${w.delivery.status}${w.delivery.attempts > 0 ? html` (${w.delivery.attempts} attempts)` : ""}${w.delivery.last_error ? html`<div class="sub">${w.delivery.last_error}</div>` : ""}</td>
 <td>${w.result ? html`<details><summary>payload</summary>${prettyJson(w.result.payload)}</details>` : "—"}</td>

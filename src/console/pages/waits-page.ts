@@ -3,7 +3,7 @@ import type { Deps } from "../../deps.ts";
 import { findWaits } from "../../waits/find-waits.ts";
 import type { WaitResource } from "../../waits/wait-view.ts";
 import { CONSOLE, duration, metadataList, notice, page, runLink, scrollTable, when, type Html, type PageFrame } from "../layout.ts";
-import { parseInstant, RUN_ID, SIGNAL_NAME, toInputInstant } from "../query-values.ts";
+import { parseInstant, parseMetadataPairs, RUN_ID, SIGNAL_NAME, toInputInstant } from "../query-values.ts";
 
 export const WAIT_KINDS = ["external", "timer", "sensor", "all", "any"] as const;
 const PAGE_SIZE = 50;
@@ -33,13 +33,7 @@ export function parseWaitsQuery(params: URLSearchParams): { query: WaitsQuery; p
   const run = text("run");
   if (run !== undefined && RUN_ID.test(run)) query.run = run;
   else if (run !== undefined) problems.push("Run: 1 to 200 characters from A-Z a-z 0-9 . _ : @ -.");
-  for (const pair of params.getAll("meta")) {
-    if (pair.trim() === "") continue;
-    const eq = pair.indexOf("=");
-    const key = eq < 0 ? "" : pair.slice(0, eq).trim();
-    if (key === "" || key.length > 200 || pair.length > 1200) problems.push(`Metadata “${pair.slice(0, 60)}”: write key=value.`);
-    else query.metadata.push([key, pair.slice(eq + 1).trim()]);
-  }
+  query.metadata = parseMetadataPairs(params, problems);
   for (const [name, field, label] of [["deadline_before", "deadlineBefore", "Times out before"], ["deadline_after", "deadlineAfter", "Times out after"]] as const) {
     const v = text(name);
     if (v === undefined) continue;
@@ -94,7 +88,7 @@ ${result.items.length === 0
         "Pending waits",
         html`<table>
 <caption>Open waits, oldest first${query.cursor ? " (continued)" : ""}</caption>
-<thead><tr><th scope="col">Run</th><th scope="col">Signal</th><th scope="col">Kind</th><th scope="col">Waiting for</th><th scope="col">Times out</th><th scope="col">Metadata</th></tr></thead>
+<thead><tr><th scope="col">Run</th><th scope="col">Signal</th><th scope="col">Kind</th><th scope="col">Waiting for</th><th scope="col">Fires or times out</th><th scope="col">Metadata</th></tr></thead>
 <tbody>${result.items.map((w) => waitRow(w, now))}</tbody>
 </table>`,
       )}
@@ -102,14 +96,28 @@ ${result.next_cursor ? html`<p><a href="${withCursor(query, result.next_cursor)}
   return { status: 200, body: page(f, body) };
 }
 
+/**
+ * When the wait ends by itself: its deadline, or for a timer the instant it fires (a timer has
+ * no deadline: it is received then). "never" only for a wait that waits until cancelled.
+ */
+export function dueCell(w: Pick<WaitResource, "timeout_at" | "fires_at" | "kind">, now: number): Html | string {
+  const at = (iso: string, verb: string) => {
+    const ms = new Date(iso).getTime() - now;
+    return html`${verb} ${ms >= 0 ? `in ${duration(ms)}` : `${duration(-ms)} ago`}<div class="sub">${when(iso)}</div>`;
+  };
+  const fires = w.kind === "timer" && w.fires_at ? at(w.fires_at, "fires") : "";
+  const timeout = w.timeout_at ? at(w.timeout_at, "times out") : "";
+  if (fires && timeout) return html`${fires}<div>${timeout}</div>`;
+  return fires || timeout || "never";
+}
+
 function waitRow(w: WaitResource, now: number): Html {
-  const timeout = w.timeout_at ? new Date(w.timeout_at).getTime() : null;
   return html`<tr>
 <td>${runLink(w.run_id)}${w.key ? html`<div class="sub">${w.key}</div>` : ""}</td>
 <td>${w.signal}</td>
 <td>${w.kind}</td>
 <td>${duration(now - new Date(w.created_at).getTime())}<div class="sub">since ${when(w.created_at)}</div></td>
-<td>${timeout === null ? "never" : html`in ${duration(timeout - now)}<div class="sub">${when(w.timeout_at)}</div>`}</td>
+<td>${dueCell(w, now)}</td>
 <td>${metadataList(w.metadata)}</td>
 </tr>`;
 }

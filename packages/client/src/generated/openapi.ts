@@ -1225,6 +1225,34 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "description": "Manager approves the order",
+                 *       "schema": {
+                 *         "type": "object",
+                 *         "required": [
+                 *           "approved"
+                 *         ],
+                 *         "properties": {
+                 *           "approved": {
+                 *             "type": "boolean"
+                 *           }
+                 *         }
+                 *       },
+                 *       "auth": {
+                 *         "scheme": "standard-webhooks",
+                 *         "secrets": [
+                 *           "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+                 *         ],
+                 *         "tolerance_s": 300
+                 *       },
+                 *       "buffer_ttl_s": 0,
+                 *       "responses": [
+                 *         "approve",
+                 *         "reject"
+                 *       ]
+                 *     }
+                 */
                 "application/json": components["schemas"]["SignalTypeInput"];
             };
         };
@@ -1512,6 +1540,18 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "signal": "manager-approval",
+                 *       "key": "scene-2/approval",
+                 *       "timeout_s": 172800,
+                 *       "callback_url": "http://engine:9000/resume",
+                 *       "metadata": {
+                 *         "order_id": "o-17",
+                 *         "assignee": "kim"
+                 *       }
+                 *     }
+                 */
                 "application/json": components["schemas"]["OpenWait"];
             };
         };
@@ -2051,6 +2091,21 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "signals": [
+                 *         {
+                 *           "run_id": "order-18",
+                 *           "signal": "manager-approval",
+                 *           "payload": {
+                 *             "approved": true,
+                 *             "response": "approve"
+                 *           },
+                 *           "idempotency_key": "order-18/approval"
+                 *         }
+                 *       ]
+                 *     }
+                 */
                 "application/json": components["schemas"]["SignalBatch"];
             };
         };
@@ -2273,6 +2328,12 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "approved": true,
+                 *       "response": "approve"
+                 *     }
+                 */
                 "application/json": unknown;
             };
         };
@@ -2462,6 +2523,12 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "reason": "provider outage",
+                 *       "by": "kim@example.com"
+                 *     }
+                 */
                 "application/json": components["schemas"]["RunControl"];
             };
         };
@@ -2535,6 +2602,11 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "by": "kim@example.com"
+                 *     }
+                 */
                 "application/json": components["schemas"]["RunControl"];
             };
         };
@@ -2608,6 +2680,12 @@ export interface operations {
         };
         requestBody?: {
             content: {
+                /**
+                 * @example {
+                 *       "reason": "order withdrawn",
+                 *       "by": "kim@example.com"
+                 *     }
+                 */
                 "application/json": components["schemas"]["RunControl"];
             };
         };
@@ -2681,6 +2759,11 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "run_id": "order-17-shipping"
+                 *     }
+                 */
                 "application/json": components["schemas"]["RunChild"];
             };
         };
@@ -2964,6 +3047,12 @@ export interface operations {
         };
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "ttl_s": 86400,
+                 *       "responder": "kim@example.com"
+                 *     }
+                 */
                 "application/json": components["schemas"]["CreateApprovalLinks"];
             };
         };

@@ -1,0 +1,41 @@
+import type { Deps } from "../deps.ts";
+import { ServiceError } from "../core/errors.ts";
+import { findFailingDeliveries } from "../delivery/list-deliveries.ts";
+import { redeliverWait } from "../waits/cancel-wait.ts";
+
+/** Deliveries one "redeliver all" press sends again at most; past it the operator presses again. */
+export const REDELIVER_ALL_CAP = 1000;
+const BATCH = 100;
+
+export interface DeliveryFilter {
+  status?: "failed" | "pending";
+  callbackHost?: string;
+}
+
+/**
+ * "Redeliver all matching": walks the failing deliveries the filter shows (the same listing as
+ * GET /deliveries) and redelivers each with the verb of POST /waits/{id}/redeliver, one
+ * transaction per wait. A wait that cannot be redelivered now (it lost its callback, say) is
+ * counted as skipped, not an error for the rest.
+ */
+export async function redeliverMatching(deps: Pick<Deps, "db">, filter: DeliveryFilter): Promise<{ redelivered: number; skipped: number; more: boolean }> {
+  let redelivered = 0;
+  let skipped = 0;
+  let cursor: string | undefined;
+  for (;;) {
+    const limit = Math.min(BATCH, REDELIVER_ALL_CAP - redelivered - skipped);
+    const found = await findFailingDeliveries(deps, { ...filter, limit, ...(cursor ? { cursor } : {}) });
+    for (const d of found.items) {
+      try {
+        await redeliverWait(deps, d.wait_id);
+        redelivered++;
+      } catch (err) {
+        if (!(err instanceof ServiceError)) throw err;
+        skipped++;
+      }
+    }
+    if (!found.next_cursor) return { redelivered, skipped, more: false };
+    if (redelivered + skipped >= REDELIVER_ALL_CAP) return { redelivered, skipped, more: true };
+    cursor = found.next_cursor;
+  }
+}

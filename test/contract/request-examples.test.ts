@@ -1,0 +1,53 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startTestApp, type TestApp } from "../helpers/test-app.ts";
+
+// The reference at /docs offers each operation's documented request as its example: sent as it
+// stands, in the order a user would try them, each must be accepted (no 4xx).
+
+type Operation = {
+  operationId: string;
+  parameters?: Array<{ name: string; in: string; schema?: { example?: unknown }; example?: unknown }>;
+  requestBody?: { content: Record<string, { example?: unknown }> };
+};
+
+let app: TestApp;
+let operations: Map<string, { method: string; path: string; op: Operation }>;
+
+beforeAll(async () => {
+  app = await startTestApp({ worker: false });
+  const doc = (await (await fetch(`${app.baseUrl}/openapi.json`)).json()) as { paths: Record<string, Record<string, Operation>> };
+  operations = new Map(Object.entries(doc.paths).flatMap(([path, ops]) => Object.entries(ops).map(([method, op]) => [op.operationId, { method, path, op }] as const)));
+});
+afterAll(async () => {
+  await app?.close();
+});
+
+/** A user's order: declare the type, open a wait, ask for links, send the signal, then the rest. */
+const TRIED_IN_ORDER = ["putSignalType", "openWait", "createApprovalLinks", "sendSignal", "sendSignalBatch", "addRunChild", "pauseRun", "resumeRun", "cancelRun"];
+
+describe("documented request examples", () => {
+  it("every JSON request body has an example of its own", () => {
+    const missing = [...operations.values()].filter(({ op }) => op.requestBody?.content["application/json"] && op.requestBody.content["application/json"].example === undefined).map(({ op }) => op.operationId);
+    expect(missing).toEqual([]);
+    const tried = new Set(TRIED_IN_ORDER);
+    expect([...operations.values()].filter(({ op }) => op.requestBody?.content["application/json"] && !tried.has(op.operationId)).map(({ op }) => op.operationId)).toEqual([]);
+  });
+
+  it("each one, sent as documented, is accepted", async () => {
+    let waitId = "";
+    const answers: Record<string, string> = {};
+    for (const id of TRIED_IN_ORDER) {
+      const { method, path, op } = operations.get(id)!;
+      const url = path.replace(/\{([^}]+)\}/g, (_, name: string) => {
+        if (name === "id") return waitId; // the wait the documented openWait just opened
+        const p = op.parameters?.find((x) => x.name === name && x.in === "path");
+        return encodeURIComponent(String(p?.example ?? p?.schema?.example));
+      });
+      const res = await app.api(url, { method: method.toUpperCase(), json: op.requestBody!.content["application/json"]!.example });
+      const text = await res.text();
+      answers[id] = `${res.status} ${res.status >= 400 ? text : ""}`.trim();
+      if (id === "openWait") waitId = (JSON.parse(text) as { id: string }).id;
+    }
+    expect(Object.fromEntries(Object.entries(answers).filter(([, a]) => !/^2\d\d$/.test(a)))).toEqual({});
+  });
+});
