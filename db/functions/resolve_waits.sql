@@ -14,13 +14,27 @@
 --
 -- Set-based: one statement for all the waits given, one for their jobs, one NOTIFY per 200
 -- waits, whatever their number (a statement per wait cost 1,000 timeouts 150 ms of Postgres
--- CPU, now 55). Rows are found by ctid, so every plan of it, the generic one cached while
--- `waits` was nearly empty included, reaches them by a TID scan: callers that found them under
--- the run lock pass them (p_rows); otherwise they are looked up by primary key with a plan made
--- for these ids (EXECUTE). A cached generic plan for `id = $1 AND status = 'waiting'` made
--- while the table was nearly empty scanned the whole partial index of open waits (0.9 ms a
--- signal at 4,000 open waits).
+-- CPU, now 55). Rows are found by ctid (signalbox.waits_to_resolve): callers that found them
+-- under the run lock pass them (p_rows); otherwise they are looked up by primary key with a
+-- plan made for these ids (EXECUTE). A cached generic plan for `id = $1 AND status = 'waiting'`
+-- made while the table was nearly empty scanned the whole partial index of open waits (0.9 ms
+-- a signal at 4,000 open waits).
 DROP FUNCTION IF EXISTS "signalbox"."receive_wait"(tid, text, text, text); -- replaced by this one
+
+-- The waits resolve_waits is given, those found, in p_ids' order, each with its history
+-- event's id (drawn in that order, so a run's history lists them as given; one drawn for a
+-- wait that had left `waiting` already is a gap, as a rolled-back event leaves). Declared to
+-- return one row (it is not inlined: nextval is volatile), so every plan of resolve_waits'
+-- update, the generic one cached while `waits` was nearly empty included, joins each to its
+-- row by a TID scan: estimated at ten rows (unnest's guess), the generic plan made on a nearly
+-- empty table scanned the partial index of open waits instead.
+CREATE OR REPLACE FUNCTION "signalbox"."waits_to_resolve"(p_ids text[], p_rows tid[], p_signal_ids text[])
+RETURNS TABLE (id text, "row" tid, signal_id text, event_id bigint) LANGUAGE sql ROWS 1 AS $$
+  SELECT t.id, t.row, t.signal_id, nextval(pg_get_serial_sequence('signalbox.events', 'id'))
+    FROM unnest(p_ids, p_rows, p_signal_ids) AS t(id, row, signal_id)
+    WHERE t.row IS NOT NULL;
+$$;
+
 -- It returned whole waits before it returned what its callers read, and a result type cannot
 -- be replaced in place: dropped first (callers find it by name again).
 DROP FUNCTION IF EXISTS "signalbox"."resolve_waits"(text[], text, text[], jsonb, tid[], boolean);
@@ -32,8 +46,8 @@ CREATE OR REPLACE FUNCTION "signalbox"."resolve_waits"(
   p_rows tid[] DEFAULT NULL,           -- their ctids, in p_ids' order, when the caller has them
   p_due_only boolean DEFAULT false)    -- timeouts: only a wait whose deadline has passed
 RETURNS TABLE (id text, timeout_at timestamptz, resolved_at timestamptz) LANGUAGE plpgsql
--- Generic plans: every statement here reaches its rows by ctid or by an index on what it
--- looks up, in any plan; custom plans were re-planned on every call (0.35 ms each).
+-- Generic plans: every statement here reaches its rows by ctid or by a unique index on what
+-- it looks up, in any plan; custom plans were re-planned on every call (0.4 ms each).
 SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
   v_event constant text := signalbox.resolution_event(p_status);
@@ -59,13 +73,9 @@ BEGIN
       INTO v_rows USING p_ids;
   END IF;
 
-  -- The compare-and-set and the history events. Event ids are drawn in p_ids' order (a
-  -- function scan yields its rows in order), so a run's history lists them as given; one drawn
-  -- for a wait that had left `waiting` already is a gap, as a rolled-back event leaves.
+  -- The compare-and-set and the history events.
   WITH t AS MATERIALIZED (
-    SELECT t.id, t.row, t.signal_id, nextval(pg_get_serial_sequence('signalbox.events', 'id')) AS event_id
-      FROM unnest(p_ids, v_rows, p_signal_ids) AS t(id, row, signal_id)
-      WHERE t.row IS NOT NULL
+    SELECT * FROM signalbox.waits_to_resolve(p_ids, v_rows, p_signal_ids)
   ), w AS (
     UPDATE signalbox.waits w SET
         status = p_status,
@@ -74,8 +84,7 @@ BEGIN
         resolution_event_id = t.event_id,
         delivery_status = signalbox.delivery_status_on_resolve(w.callback_url)
       FROM t
-      -- (ctid = ANY: a TID scan is open to every plan, whatever it makes of the join)
-      WHERE w.ctid = ANY (v_rows) AND w.ctid = t.row AND w.id = t.id
+      WHERE w.ctid = t.row AND w.id = t.id
         AND w.status = 'waiting' AND (NOT p_due_only OR w.timeout_at <= now())
       RETURNING w.id, w.run_id, w.signal_id, w.resolution_event_id, w.resolved_at, w.timeout_at, w.kind, w.callback_url, w.parent_wait_id
   ), e AS (
@@ -117,13 +126,14 @@ BEGIN
       FROM unnest(v_callbacks) AS d));
   END IF;
 
-  -- A composite that ended takes its open members with it. (OFFSET 0: the status test stays
-  -- outside, so no plan can pick the partial index of open waits for it.)
+  -- A composite that ended takes its open members with it, found with a plan made for these
+  -- composites (EXECUTE, not the generic plan). (OFFSET 0: the status test stays outside, so
+  -- no plan can pick the partial index of open waits for it.)
   IF v_composites IS NOT NULL THEN
-    SELECT array_agg(m.id ORDER BY m.created_at, m.id), array_agg(m.ctid ORDER BY m.created_at, m.id)
-      INTO v_members, v_member_rows
-      FROM (SELECT w.id, w.ctid, w.created_at, w.status FROM signalbox.waits w WHERE w.parent_wait_id = ANY (v_composites) OFFSET 0) AS m
-      WHERE m.status = 'waiting';
+    EXECUTE 'SELECT array_agg(m.id ORDER BY m.created_at, m.id), array_agg(m.ctid ORDER BY m.created_at, m.id)
+      FROM (SELECT w.id, w.ctid, w.created_at, w.status FROM signalbox.waits w WHERE w.parent_wait_id = ANY ($1) OFFSET 0) AS m
+      WHERE m.status = ''waiting'''
+      INTO v_members, v_member_rows USING v_composites;
     PERFORM signalbox.resolve_waits(v_members, 'cancelled', NULL,
       jsonb_build_object('reason', 'the composite wait it belongs to was settled'), v_member_rows);
   END IF;
