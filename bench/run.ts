@@ -539,9 +539,13 @@ total time ${((now() - t0) / 1000).toFixed(0)} s`);
   if (server.statements) {
     for (const p of phases) {
       if (!p.statements) continue;
-      console.log(`\n-- ${p.name}: statements per operation (pg_stat_statements, top 12 by calls)`);
+      console.log(`\n-- ${p.name}: statements per operation (pg_stat_statements, top 12 by calls): calls, ms a call, then per operation rows, shared blocks, WAL bytes`);
       for (const t of p.statements.top.slice(0, env.BENCH_STATEMENTS === "nested" ? 30 : 12)) {
-        console.log(`  ${(t.calls / p.ops).toFixed(2).padStart(6)}  ${(t.totalMs / t.calls).toFixed(3).padStart(7)} ms  ${t.nested ? "(nested) " : ""}${t.query.slice(0, 150)}`);
+        const per = (x: number, digits: number) => (x / p.ops).toFixed(digits).padStart(7);
+        console.log(
+          `  ${per(t.calls, 2)}  ${(t.totalMs / t.calls).toFixed(3).padStart(7)} ms ${per(t.rows, 1)} rows ${per(t.blocks, 1)} blks ${per(t.walBytes, 0)} B  ` +
+            `${t.nested ? "(nested) " : ""}${t.query.slice(0, 150)}`,
+        );
       }
     }
   }
