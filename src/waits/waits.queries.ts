@@ -72,27 +72,17 @@ export async function listWaits(q: Queryable, f: WaitFilter, limit: number): Pro
 }
 
 /** A resolved wait with its resolution event (what a callback carries), in one query. */
-export async function findWaitWithEvent(q: Queryable, id: string): Promise<{ wait: WaitRow; event: { id: number; type: string; occurredAt: Date } } | undefined> {
-  const [row] = await q
-    .select({
-      ...getTableColumns(waits),
-      result: { sequence: signals.sequence, payload: signals.payload, receivedAt: signals.receivedAt },
-      event: { id: events.id, type: events.type, occurredAt: events.occurredAt },
-    })
-    .from(waits)
-    .leftJoin(signals, eq(signals.id, waits.signalId))
-    .innerJoin(events, eq(events.id, waits.resolutionEventId))
-    .where(eq(waits.id, id));
-  if (!row) return undefined;
-  const { event, ...wait } = row;
-  return { wait: normalise([wait])[0]!, event };
+export async function findWaitWithEvent(q: Queryable, id: string): Promise<WaitWithEvent | undefined> {
+  return (await findWaitsWithEvents(q, [id]))[0];
 }
+
+type WaitWithEvent = { wait: WaitRow; event: { id: number; type: string; occurredAt: Date } };
 
 /**
  * Several waits with their resolution events, in one query (the delivery engine reads a batch
  * of callbacks at once). Waits with no resolution event yet are left out.
  */
-export async function findWaitsWithEvents(q: Queryable, ids: string[]): Promise<Array<{ wait: WaitRow; event: { id: number; type: string; occurredAt: Date } }>> {
+export async function findWaitsWithEvents(q: Queryable, ids: string[]): Promise<WaitWithEvent[]> {
   if (ids.length === 0) return [];
   const rows = await q
     .select({
