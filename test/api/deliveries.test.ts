@@ -119,6 +119,16 @@ describe("GET /waits/{id}/deliveries", () => {
     ]);
   });
 
+  it("credentials in the callback URL go as Basic auth, and never into the recorded endpoint", async () => {
+    const engine = await receiver(() => 204);
+    const withCredentials = engine.url.replace("http://", "http://engine%40ops:s3cr%3At@");
+    const id = await resolvedWait(app, "listed-userinfo", `${withCredentials}?token=abc`);
+    await settled(app, id, "delivered");
+    const [cb] = engine.received;
+    expect(cb!.headers.authorization).toBe(`Basic ${Buffer.from("engine@ops:s3cr:t").toString("base64")}`);
+    expect((await attemptsOf(app, id)).map((a) => a.callback_host)).toEqual([engine.host]);
+  });
+
   it("a wait with no callback has none; an unknown wait is 404", async () => {
     const { body: wait } = await openWait(app, "listed-none", { signal: "approval" });
     await intake(app, "listed-none", "approval", "{}");
