@@ -74,7 +74,9 @@ export class DeliveryEngine {
     const owed = (await findWaitsWithEvents(this.#deps.db, ids)).map(owedCallback).filter((o): o is OwedCallback => o !== undefined);
     const later: Array<{ owed: OwedCallback; inS: number }> = [];
     const recordNow: Array<{ owed: OwedCallback; attempt: AttemptResult }> = [];
-    await Promise.all(owed.map((o) => this.#one(o, later, recordNow, abort)));
+    // One signal for the batch's requests: the job's (the worker stopping) or the engine's.
+    const signal = abort ? AbortSignal.any([abort, this.#stopped.signal]) : this.#stopped.signal;
+    await Promise.all(owed.map((o) => this.#one(o, later, recordNow, signal)));
     await this.#record(recordNow);
     if (later.length > 0) {
       await addJobs(
@@ -144,7 +146,7 @@ export class DeliveryEngine {
     await Promise.allSettled([...this.#background]);
   }
 
-  async #one(owed: OwedCallback, later: Array<{ owed: OwedCallback; inS: number }>, recordNow: Array<{ owed: OwedCallback; attempt: AttemptResult }>, abort?: AbortSignal) {
+  async #one(owed: OwedCallback, later: Array<{ owed: OwedCallback; inS: number }>, recordNow: Array<{ owed: OwedCallback; attempt: AttemptResult }>, signal: AbortSignal) {
     const a = await this.gate.admit(owed.host);
     if (a.kind === "backed_off") {
       // Not sent: the endpoint is backed off. Recorded as a failed attempt (retried with the
@@ -159,7 +161,6 @@ export class DeliveryEngine {
       later.push({ owed, inS: a.retryInMs / 1000 });
       return;
     }
-    const signal = abort ? AbortSignal.any([abort, this.#stopped.signal]) : this.#stopped.signal;
     const started = Date.now();
     this.#deps.metrics?.deliveriesInFlight.inc();
     const sent = postSigned(owed.url, owed.webhookId, owed.body, this.#deps.secrets.callbackSecret, signal).then((attempt) => {
