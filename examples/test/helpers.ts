@@ -36,6 +36,8 @@ export interface ExampleProcess {
   child: ChildProcess;
   output(): string;
   alive(): boolean;
+  /** Settles once the process has exited. */
+  exited: Promise<void>;
   /** Resolves once the output contains `text`; fails at once if the process exits first. */
   printed(text: string, timeoutMs?: number): Promise<void>;
 }
@@ -70,6 +72,7 @@ export function startExample(dir: string, script: string, signalbox: ServiceProc
     child,
     output: () => output,
     alive: () => !gone,
+    exited,
     printed: (text, timeoutMs = 60_000) =>
       waitFor(`${dir} to print ${JSON.stringify(text)}`, () => output.includes(text), {
         timeoutMs,
