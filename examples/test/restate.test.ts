@@ -1,4 +1,4 @@
-import { spawn } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
@@ -24,7 +24,17 @@ describe.skipIf(!isolated)("Restate example", () => {
   let env: Record<string, string>;
   let example: ExampleProcess;
   let restateOutput = "";
-  let dataDir: string;
+  let dataDir: string | undefined;
+  let server: ChildProcess | undefined;
+
+  afterAll(async () => {
+    if (server && server.exitCode === null && server.signalCode === null) {
+      const closed = new Promise((resolve) => server!.once("close", resolve));
+      server.kill("SIGTERM"); // the npm wrapper passes it on to the binary, which shuts down cleanly
+      await closed;
+    }
+    if (dataDir) await fs.rm(dataDir, { recursive: true, force: true });
+  });
 
   const start = async () => {
     example = startExample("restate", "src/main.ts", svc, env);
@@ -41,7 +51,7 @@ describe.skipIf(!isolated)("Restate example", () => {
 
     // restate-server from its npm package, its data in a directory of its own, on loopback only.
     dataDir = await fs.mkdtemp(path.join(os.tmpdir(), "restate-example-"));
-    const server = spawn(NODE, [path.join(EXAMPLES, "restate/node_modules/@restatedev/restate-server/lib/index.js"), "--no-logo", "--listen-mode", "tcp", "--base-dir", dataDir], {
+    server = spawn(NODE, [path.join(EXAMPLES, "restate/node_modules/@restatedev/restate-server/lib/index.js"), "--no-logo", "--listen-mode", "tcp", "--base-dir", dataDir], {
       stdio: ["ignore", "pipe", "pipe"],
       env: {
         PATH: process.env.PATH,
@@ -52,16 +62,11 @@ describe.skipIf(!isolated)("Restate example", () => {
         RESTATE_BIND_ADDRESS: `127.0.0.1:${nodePort}`,
       },
     });
-    server.stdout.on("data", (d: Buffer) => (restateOutput += d.toString("utf8")));
-    server.stderr.on("data", (d: Buffer) => (restateOutput += d.toString("utf8")));
-    afterAll(async () => {
-      server.kill("SIGTERM");
-      if (server.exitCode === null) await new Promise((resolve) => server.once("close", resolve));
-      await fs.rm(dataDir, { recursive: true, force: true });
-    });
+    server.stdout!.on("data", (d: Buffer) => (restateOutput += d.toString("utf8")));
+    server.stderr!.on("data", (d: Buffer) => (restateOutput += d.toString("utf8")));
     await waitFor("restate-server's ingress to answer", () => fetch(`${ingress}/restate/health`).then((r) => r.ok, () => false), {
       timeoutMs: 60_000,
-      gaveUp: () => (server.exitCode !== null ? "restate-server exited" : undefined),
+      gaveUp: () => (server!.exitCode !== null ? "restate-server exited" : undefined),
       context: () => restateOutput,
     });
 
