@@ -1,4 +1,6 @@
 // The Temporal worker: runs the workflow and the activities. `npm run worker`.
+// Needs `npm install @temporalio/worker` (not installed here, so `npm run typecheck` leaves this
+// file out; it was checked against @temporalio/worker 1.24).
 import { fileURLToPath } from "node:url";
 import { NativeConnection, Worker } from "@temporalio/worker";
 import { createClient } from "@signalbox/client";
