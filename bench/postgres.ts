@@ -156,7 +156,7 @@ export async function pgbenchVersion(): Promise<string> {
 export interface StatementStats {
   /** Statements the clients sent (top level; functions' inner statements not counted). */
   calls: number;
-  top: Array<{ calls: number; totalMs: number; query: string; nested: boolean }>;
+  top: Array<{ calls: number; totalMs: number; rows: number; blocks: number; walBytes: number; query: string; nested: boolean }>;
 }
 
 /** pg_stat_statements for one database: reset, then read what ran since. */
@@ -170,15 +170,24 @@ export function statementStats(url: string) {
     },
     async read(): Promise<StatementStats> {
       await ready;
-      const rows = await c.unsafe<{ calls: string; total_ms: number; query: string; toplevel: boolean }[]>(`
-        select calls, total_exec_time as total_ms, regexp_replace(query, '\\s+', ' ', 'g') as query, toplevel
+      const rows = await c.unsafe<{ calls: string; total_ms: number; rows: string; blocks: string; wal_bytes: string; query: string; toplevel: boolean }[]>(`
+        select calls, total_exec_time as total_ms, rows, shared_blks_hit + shared_blks_read as blocks, wal_bytes,
+          regexp_replace(query, '\\s+', ' ', 'g') as query, toplevel
         from pg_stat_statements
         where dbid = (select oid from pg_database where datname = current_database())
           and query not ilike '%pg_stat_statements%'
         order by calls desc`);
       return {
         calls: rows.filter((r) => r.toplevel).reduce((n, r) => n + Number(r.calls), 0),
-        top: rows.map((r) => ({ calls: Number(r.calls), totalMs: Number(r.total_ms), query: r.query, nested: !r.toplevel })),
+        top: rows.map((r) => ({
+          calls: Number(r.calls),
+          totalMs: Number(r.total_ms),
+          rows: Number(r.rows),
+          blocks: Number(r.blocks),
+          walBytes: Number(r.wal_bytes),
+          query: r.query,
+          nested: !r.toplevel,
+        })),
       };
     },
     close: () => c.end({ timeout: 5 }),

@@ -1,3 +1,4 @@
+import http from "node:http";
 import net, { type AddressInfo } from "node:net";
 import { dechunk } from "./http-client.ts";
 import { now } from "./stats.ts";
@@ -12,7 +13,9 @@ export interface Arrival {
  * The workflow engine's side of resume delivery: records when each wait's callback arrives
  * (first arrival wins; repeats are counted) and answers 204. A bare HTTP/1.1 server on raw
  * sockets (keep-alive, Content-Length or chunked bodies): Node's http server would cost this
- * process, which shares the broker's cores, several times more CPU per callback.
+ * process, which shares the broker's cores, several times more CPU per callback. The resume
+ * latency phase uses `startNodeHttp()` instead: an ordinary Node `http` server, as an engine's
+ * would be (the issue's condition for that figure).
  */
 export class CallbackReceiver {
   readonly arrivals = new Map<string, Arrival>();
@@ -23,7 +26,23 @@ export class CallbackReceiver {
   readonly #listeners = new Set<(waitId: string) => void>();
   url = "";
 
-  private constructor() {
+  private constructor(nodeHttp = false) {
+    if (nodeHttp) {
+      this.#server = http.createServer({ keepAliveTimeout: 60_000 }, (req, res) => {
+        const chunks: Buffer[] = [];
+        req.on("data", (c: Buffer) => chunks.push(c));
+        req.on("end", () => {
+          this.#record(Buffer.concat(chunks));
+          res.statusCode = 204;
+          res.end();
+        });
+      });
+      this.#server.on("connection", (socket: net.Socket) => {
+        this.#sockets.add(socket);
+        socket.on("close", () => this.#sockets.delete(socket));
+      });
+      return;
+    }
     this.#server = net.createServer((socket) => {
       this.#sockets.add(socket);
       socket.setNoDelay(true);
@@ -59,8 +78,16 @@ export class CallbackReceiver {
     }
   }
 
-  static async start(): Promise<CallbackReceiver> {
-    const r = new CallbackReceiver();
+  static start(): Promise<CallbackReceiver> {
+    return CallbackReceiver.#listen(new CallbackReceiver());
+  }
+
+  /** The same on an ordinary Node `http` server. */
+  static startNodeHttp(): Promise<CallbackReceiver> {
+    return CallbackReceiver.#listen(new CallbackReceiver(true));
+  }
+
+  static async #listen(r: CallbackReceiver): Promise<CallbackReceiver> {
     await new Promise<void>((resolve) => r.#server.listen(0, "127.0.0.1", resolve));
     r.url = `http://127.0.0.1:${(r.#server.address() as AddressInfo).port}/resume`;
     return r;

@@ -35,7 +35,7 @@ import { closedLoop, openLoop, type LoadResult } from "./load.ts";
 import { createDatabase, pgbenchVersion, runPgbench, serverVersion, startServer, statementStats, type StatementStats } from "./postgres.ts";
 import { CallbackReceiver } from "./receiver.ts";
 import { hostileBench, printHostile } from "./hostile.ts";
-import { isolation, signalBurst } from "./engine.ts";
+import { isolation, signalBurst, type BurstResult, type IsolationResult } from "./engine.ts";
 import { printRetention, retentionBench } from "./retention.ts";
 import { apiClient, startService, type Service } from "./service.ts";
 import { describeLatency, fmtMs, fmtRate, fmtRatio, now, summarize, table, type Summary } from "./stats.ts";
@@ -56,6 +56,14 @@ const API_KEY = `bench_${randomBytes(12).toString("hex")}`;
 const SIGNAL = "bench";
 const RETENTION = process.argv.includes("--retention");
 const HOSTILE = process.argv.includes("--hostile");
+/**
+ * BENCH_ONLY=resume,timer runs only the phases named (throughput, resume, wake, timer, burst,
+ * isolation); the others print n/a. For iterating on one figure; a full run reports them all.
+ */
+const ONLY = env.BENCH_ONLY ? new Set(env.BENCH_ONLY.split(",").map((s) => s.trim())) : undefined;
+const want = (phase: string) => !ONLY || ONLY.has(phase);
+const SKIPPED: LoadResult = { ok: 0, failed: 0, elapsedMs: NaN, latenciesMs: [], errors: new Map() };
+const NO_SAMPLES = summarize([]);
 
 const TARGETS = { signalsRatio: 0.12, resumeP99Ms: 50, timerP99Ms: 1000 };
 /** Give up on the timer phase when no timeout callback arrived for this long. */
@@ -151,6 +159,9 @@ async function main() {
   // ---- signalbox as a child process, and the callback receiver ----
   const receiver = await CallbackReceiver.start();
   cleanups.push(() => receiver.close());
+  // Resume latency is taken at an ordinary Node http server, as a workflow engine's would be.
+  const nodeReceiver = await CallbackReceiver.startNodeHttp();
+  cleanups.push(() => nodeReceiver.close());
   const appDb = await createDatabase(server.url, `sbx_bench_app_${tag}`);
   cleanups.push(() => appDb.drop());
   const passThrough = Object.fromEntries(Object.entries(env).filter(([k, v]) => k.startsWith("SIGNALBOX_") && v !== undefined)) as Record<string, string>;
@@ -209,10 +220,10 @@ total time ${((now() - t0) / 1000).toFixed(0)} s`);
   };
 
   /** Opens `count` waits with a callback (runs `<prefix>-<i>`), all or nothing; returns the runs. */
-  const openCallbackWaits = async (prefix: string, count: number): Promise<string[]> => {
+  const openCallbackWaits = async (prefix: string, count: number, at: CallbackReceiver): Promise<string[]> => {
     const runs = Array.from({ length: count }, (_, i) => `${prefix}-${i}`);
     const opened = await guard(
-      closedLoop({ concurrency: CONCURRENCY, durationMs: Infinity, limit: count, op: (i) => openWait(runs[i]!, { timeout_s: 3600, callback_url: receiver.url }).then(() => {}) }),
+      closedLoop({ concurrency: CONCURRENCY, durationMs: Infinity, limit: count, op: (i) => openWait(runs[i]!, { timeout_s: 3600, callback_url: at.url }).then(() => {}) }),
     );
     if (opened.failed > 0) throw new Error(`opening waits (${prefix}-*):${errorsOf(opened)}`);
     return runs;
@@ -253,213 +264,239 @@ total time ${((now() - t0) / 1000).toFixed(0)} s`);
   }
 
   // ---- waits/s ----
-  log(`waits/s: opening waits (timeout_s 3600, no callback), ${CONCURRENCY} connections, ${PHASE_MS / 1000} s`);
+  let waits = SKIPPED;
+  let signals = SKIPPED;
+  let signalsCb = SKIPPED;
+  let callbacksRate = NaN;
   const aRuns: string[] = [];
-  const waits = await measured(
-    "waits (open)",
-    () =>
-      guard(
-        closedLoop({
-          concurrency: CONCURRENCY,
-          durationMs: PHASE_MS,
-          op: async (i) => {
-            await openWait(`a-${i}`, { timeout_s: 3600 });
-            aRuns.push(`a-${i}`);
-          },
-        }),
-      ),
-    (r) => r.ok,
-  );
-  const waitsRate = rateOf(waits);
-  log(`waits/s: ${fmtRate(waitsRate)} (${waits.ok} in ${(waits.elapsedMs / 1000).toFixed(1)} s), request ${describeLatency(summarize(waits.latenciesMs))}${errorsOf(waits)}`);
+  if (want("throughput")) {
+    log(`waits/s: opening waits (timeout_s 3600, no callback), ${CONCURRENCY} connections, ${PHASE_MS / 1000} s`);
+    waits = await measured(
+      "waits (open)",
+      () =>
+        guard(
+          closedLoop({
+            concurrency: CONCURRENCY,
+            durationMs: PHASE_MS,
+            op: async (i) => {
+              await openWait(`a-${i}`, { timeout_s: 3600 });
+              aRuns.push(`a-${i}`);
+            },
+          }),
+        ),
+      (r) => r.ok,
+    );
+    log(`waits/s: ${fmtRate(rateOf(waits))} (${waits.ok} in ${(waits.elapsedMs / 1000).toFixed(1)} s), request ${describeLatency(summarize(waits.latenciesMs))}${errorsOf(waits)}`);
 
-  // ---- signals/s, no callback ----
-  log(`signals/s: one signal per open wait, no callback, ${CONCURRENCY} connections, up to ${PHASE_MS / 1000} s`);
-  const signals = await measured(
-    "signals (no callback)",
-    () => guard(closedLoop({ concurrency: CONCURRENCY, durationMs: PHASE_MS, limit: aRuns.length, op: (i) => sendSignal(aRuns[i]!, { i }).then(() => {}) })),
-    (r) => r.ok,
-  );
-  const signalsRate = rateOf(signals);
-  const ranOut = signals.ok + signals.failed >= aRuns.length ? ` (used all ${aRuns.length} open waits)` : "";
-  log(`signals/s: ${fmtRate(signalsRate)} (${signals.ok} in ${(signals.elapsedMs / 1000).toFixed(1)} s${ranOut}), request ${describeLatency(summarize(signals.latenciesMs))}${errorsOf(signals)}`);
+    // ---- signals/s, no callback ----
+    log(`signals/s: one signal per open wait, no callback, ${CONCURRENCY} connections, up to ${PHASE_MS / 1000} s`);
+    signals = await measured(
+      "signals (no callback)",
+      () => guard(closedLoop({ concurrency: CONCURRENCY, durationMs: PHASE_MS, limit: aRuns.length, op: (i) => sendSignal(aRuns[i]!, { i }).then(() => {}) })),
+      (r) => r.ok,
+    );
+    const ranOut = signals.ok + signals.failed >= aRuns.length ? ` (used all ${aRuns.length} open waits)` : "";
+    log(`signals/s: ${fmtRate(rateOf(signals))} (${signals.ok} in ${(signals.elapsedMs / 1000).toFixed(1)} s${ranOut}), request ${describeLatency(summarize(signals.latenciesMs))}${errorsOf(signals)}`);
 
-  // ---- signals/s with callbacks (delivery runs in the same service process meanwhile) ----
-  log(`signals/s with callbacks: opening waits with callback_url for ${PHASE_MS / 2000} s`);
-  const cRuns: string[] = [];
-  const cOpen = await guard(
-    closedLoop({
-      concurrency: CONCURRENCY,
-      durationMs: PHASE_MS / 2,
-      op: async (i) => {
-        await openWait(`c-${i}`, { timeout_s: 3600, callback_url: receiver.url });
-        cRuns.push(`c-${i}`);
+    // ---- signals/s with callbacks (delivery runs in the same service process meanwhile) ----
+    log(`signals/s with callbacks: opening waits with callback_url for ${PHASE_MS / 2000} s`);
+    const cRuns: string[] = [];
+    const cOpen = await guard(
+      closedLoop({
+        concurrency: CONCURRENCY,
+        durationMs: PHASE_MS / 2,
+        op: async (i) => {
+          await openWait(`c-${i}`, { timeout_s: 3600, callback_url: receiver.url });
+          cRuns.push(`c-${i}`);
+        },
+      }),
+    );
+    if (cOpen.failed > 0) log(`  opening:${errorsOf(cOpen)}`);
+    const cWaitIds: string[] = [];
+    const cStart = now();
+    const cMissing = await measured(
+      "signals with callback, until delivered",
+      async () => {
+        signalsCb = await guard(
+          closedLoop({
+            concurrency: CONCURRENCY,
+            durationMs: PHASE_MS,
+            limit: cRuns.length,
+            op: async (i) => {
+              cWaitIds.push(await sendSignal(cRuns[i]!, { i }));
+            },
+          }),
+        );
+        log(`signals/s with callbacks: ${fmtRate(rateOf(signalsCb))} (${signalsCb.ok} in ${(signalsCb.elapsedMs / 1000).toFixed(1)} s), request ${describeLatency(summarize(signalsCb.latenciesMs))}${errorsOf(signalsCb)}`);
+        return guard(receiver.waitFor(cWaitIds, 60_000, (m) => log(`  waiting for callbacks: ${m} to go`)));
       },
-    }),
-  );
-  if (cOpen.failed > 0) log(`  opening:${errorsOf(cOpen)}`);
-  const cWaitIds: string[] = [];
-  const cStart = now();
-  let signalsCb!: LoadResult;
-  const cMissing = await measured(
-    "signals with callback, until delivered",
-    async () => {
-      signalsCb = await guard(
-        closedLoop({
-          concurrency: CONCURRENCY,
-          durationMs: PHASE_MS,
-          limit: cRuns.length,
-          op: async (i) => {
-            cWaitIds.push(await sendSignal(cRuns[i]!, { i }));
-          },
-        }),
-      );
-      log(`signals/s with callbacks: ${fmtRate(rateOf(signalsCb))} (${signalsCb.ok} in ${(signalsCb.elapsedMs / 1000).toFixed(1)} s), request ${describeLatency(summarize(signalsCb.latenciesMs))}${errorsOf(signalsCb)}`);
-      return guard(receiver.waitFor(cWaitIds, 60_000, (m) => log(`  waiting for callbacks: ${m} to go`)));
-    },
-    () => cWaitIds.length,
-  );
+      () => cWaitIds.length,
+    );
+    const cLast = Math.max(...cWaitIds.map((id) => receiver.arrivals.get(id)?.at ?? -Infinity));
+    callbacksRate = (cWaitIds.length - cMissing) / ((cLast - cStart) / 1000);
+    log(`callbacks: ${cWaitIds.length - cMissing}/${cWaitIds.length} delivered, ${fmtRate(callbacksRate)}/s from the first signal to the last callback`);
+  }
+  const waitsRate = rateOf(waits);
+  const signalsRate = rateOf(signals);
   const signalsCbRate = rateOf(signalsCb);
-  const cLast = Math.max(...cWaitIds.map((id) => receiver.arrivals.get(id)?.at ?? -Infinity));
-  const callbacksRate = (cWaitIds.length - cMissing) / ((cLast - cStart) / 1000);
-  log(`callbacks: ${cWaitIds.length - cMissing}/${cWaitIds.length} delivered, ${fmtRate(callbacksRate)}/s from the first signal to the last callback`);
 
   // ---- resume latency at a steady 200 signals/s ----
-  const resumeCount = Math.round((RESUME_RATE * RESUME_MS) / 1000);
-  log(`resume latency: opening ${resumeCount} waits with callback_url`);
-  const dRuns = await openCallbackWaits("d", resumeCount);
-  const quiet = await settle();
-  log(`resume latency: machine ${(quiet.busy * 100).toFixed(0)}% busy after waiting ${(quiet.waitedMs / 1000).toFixed(1)} s for the opening burst's aftermath (autovacuum) to settle`);
-  log(`resume latency: ${resumeCount} signals at ${RESUME_RATE}/s (open loop)`);
-  const sent = new Map<string, { sentAt: number; ackAt: number }>();
-  let resume!: Awaited<ReturnType<typeof openLoop>>;
-  const dMissing = await measured(
-    `resume @ ${RESUME_RATE}/s, until delivered`,
-    async () => {
-      resume = await guard(
-        openLoop({
-          ratePerS: RESUME_RATE,
-          count: resumeCount,
-          op: async (i) => {
-            const sentAt = now();
-            const waitId = await sendSignal(dRuns[i]!, { i });
-            sent.set(waitId, { sentAt, ackAt: now() });
-          },
-        }),
-      );
-      return guard(receiver.waitFor(sent.keys(), 60_000, (m) => log(`  waiting for callbacks: ${m} to go`)));
-    },
-    () => resumeCount,
-  );
-  const ackToCallback: number[] = [];
-  const sentToCallback: number[] = [];
-  for (const [id, s] of sent) {
-    const a = receiver.arrivals.get(id);
-    ackToCallback.push(a ? a.at - s.ackAt : Infinity);
-    sentToCallback.push(a ? a.at - s.sentAt : Infinity);
-  }
-  const resumeLat = summarize(ackToCallback);
-  const resumeSent = summarize(sentToCallback);
-
-  // The same at a tenth of the rate: the latency floor when nothing queues (informational).
-  const LOW_RATE = RESUME_RATE / 10;
-  const lowCount = Math.round((LOW_RATE * RESUME_MS) / 2000);
-  const lowRuns = await openCallbackWaits("l", lowCount);
-  const lowAck = new Map<string, number>();
-  await guard(
-    openLoop({
-      ratePerS: LOW_RATE,
-      count: lowCount,
-      op: async (i) => {
-        lowAck.set(await sendSignal(lowRuns[i]!, { i }), now());
+  let resume: LoadResult & { maxSendLagMs: number } = { ...SKIPPED, maxSendLagMs: NaN };
+  let dMissing = 0;
+  let resumeLat = NO_SAMPLES;
+  let resumeSent = NO_SAMPLES;
+  let lowLat = NO_SAMPLES;
+  if (want("resume")) {
+    const resumeCount = Math.round((RESUME_RATE * RESUME_MS) / 1000);
+    log(`resume latency: opening ${resumeCount} waits with callback_url`);
+    const dRuns = await openCallbackWaits("d", resumeCount, nodeReceiver);
+    const quiet = await settle();
+    log(`resume latency: machine ${(quiet.busy * 100).toFixed(0)}% busy after waiting ${(quiet.waitedMs / 1000).toFixed(1)} s for the opening burst's aftermath (autovacuum) to settle`);
+    log(`resume latency: ${resumeCount} signals at ${RESUME_RATE}/s (open loop)`);
+    const sent = new Map<string, { sentAt: number; ackAt: number }>();
+    dMissing = await measured(
+      `resume @ ${RESUME_RATE}/s, until delivered`,
+      async () => {
+        resume = await guard(
+          openLoop({
+            ratePerS: RESUME_RATE,
+            count: resumeCount,
+            op: async (i) => {
+              const sentAt = now();
+              const waitId = await sendSignal(dRuns[i]!, { i });
+              sent.set(waitId, { sentAt, ackAt: now() });
+            },
+          }),
+        );
+        return guard(nodeReceiver.waitFor(sent.keys(), 60_000, (m) => log(`  waiting for callbacks: ${m} to go`)));
       },
-    }),
-  );
-  await guard(receiver.waitFor(lowAck.keys(), 30_000));
-  const lowLat = summarize([...lowAck].map(([id, ack]) => (receiver.arrivals.get(id)?.at ?? Infinity) - ack));
-  log(`resume latency at ${LOW_RATE}/s (202 → callback): ${describeLatency(lowLat)}`);
-  log(
-    `resume latency (202 → callback): ${describeLatency(resumeLat)}; (sent → callback): ${describeLatency(resumeSent)}; ` +
-      `signal request ${describeLatency(summarize(resume.latenciesMs))}; sender max lag ${fmtMs(resume.maxSendLagMs)}${errorsOf(resume)}` +
-      (dMissing ? `; ${dMissing} callbacks missing after 60 s` : ""),
-  );
+      () => resumeCount,
+    );
+    const ackToCallback: number[] = [];
+    const sentToCallback: number[] = [];
+    for (const [id, s] of sent) {
+      const a = nodeReceiver.arrivals.get(id);
+      ackToCallback.push(a ? a.at - s.ackAt : Infinity);
+      sentToCallback.push(a ? a.at - s.sentAt : Infinity);
+    }
+    resumeLat = summarize(ackToCallback);
+    resumeSent = summarize(sentToCallback);
+
+    // The same at a tenth of the rate: the latency floor when nothing queues (informational).
+    const LOW_RATE = RESUME_RATE / 10;
+    const lowCount = Math.round((LOW_RATE * RESUME_MS) / 2000);
+    const lowRuns = await openCallbackWaits("l", lowCount, nodeReceiver);
+    const lowAck = new Map<string, number>();
+    await guard(
+      openLoop({
+        ratePerS: LOW_RATE,
+        count: lowCount,
+        op: async (i) => {
+          lowAck.set(await sendSignal(lowRuns[i]!, { i }), now());
+        },
+      }),
+    );
+    await guard(nodeReceiver.waitFor(lowAck.keys(), 30_000));
+    lowLat = summarize([...lowAck].map(([id, ack]) => (nodeReceiver.arrivals.get(id)?.at ?? Infinity) - ack));
+    log(`resume latency at ${LOW_RATE}/s (202 → callback): ${describeLatency(lowLat)}`);
+    log(
+      `resume latency (202 → callback): ${describeLatency(resumeLat)}; (sent → callback): ${describeLatency(resumeSent)}; ` +
+        `signal request ${describeLatency(summarize(resume.latenciesMs))}; sender max lag ${fmtMs(resume.maxSendLagMs)}${errorsOf(resume)}` +
+        (dMissing ? `; ${dMissing} callbacks missing after 60 s` : ""),
+    );
+  }
 
   // ---- cross-process wake-up: a long-poll held on process B, the signal sent to process A ----
-  log("cross-process wake-up: starting a second signalbox on the same database");
-  const serviceB = await startBroker("signalbox-b");
-  const apiB = apiClient(serviceB.baseUrl, API_KEY);
-  const wakeMs: number[] = [];
-  for (let i = 0; i < WAKE_SAMPLES; i++) {
-    const id = await openWait(`x-${i}`, {});
-    const held = apiB("GET", `/waits/${id}?wait_s=30`).then(() => now());
-    await new Promise((r) => setTimeout(r, 20)); // let B register the poll
-    await sendSignal(`x-${i}`, {});
-    const accepted = now();
-    wakeMs.push((await held) - accepted);
+  let wake = NO_SAMPLES;
+  if (want("wake")) {
+    log("cross-process wake-up: starting a second signalbox on the same database");
+    const serviceB = await startBroker("signalbox-b");
+    const apiB = apiClient(serviceB.baseUrl, API_KEY);
+    const wakeMs: number[] = [];
+    for (let i = 0; i < WAKE_SAMPLES; i++) {
+      const id = await openWait(`x-${i}`, {});
+      const held = apiB("GET", `/waits/${id}?wait_s=30`).then(() => now());
+      await new Promise((r) => setTimeout(r, 20)); // let B register the poll
+      await sendSignal(`x-${i}`, {});
+      const accepted = now();
+      wakeMs.push((await held) - accepted);
+    }
+    wake = summarize(wakeMs);
+    log(`cross-process wake-up (202 on A → long-poll answered on B): ${describeLatency(wake)}`);
+    await serviceB.stop();
   }
-  const wake = summarize(wakeMs);
-  log(`cross-process wake-up (202 on A → long-poll answered on B): ${describeLatency(wake)}`);
-  await serviceB.stop();
 
   // ---- timer lag: TIMER_WAITS waits timing out at one instant ----
-  const openEstimateMs = (TIMER_WAITS / Math.max(1, waitsRate)) * 1000;
-  const leadMs = Math.max(15_000, openEstimateMs * 1.25 + 5000);
-  const deadline = Math.ceil((Date.now() + leadMs) / 1000) * 1000;
-  log(`timer lag: opening ${TIMER_WAITS} waits with timeout_at ${new Date(deadline).toISOString()} (in ${((deadline - Date.now()) / 1000).toFixed(1)} s)`);
+  let timerLag = NO_SAMPLES;
+  let firedLag = NO_SAMPLES;
+  let deliveryRate = NaN;
+  let tMissing = 0;
   const tWaitIds: string[] = [];
-  const tOpen = await measured(
-    "timer waits (open, with callback)",
-    () =>
-      guard(
-        closedLoop({
-          concurrency: CONCURRENCY,
-          durationMs: Infinity,
-          limit: TIMER_WAITS,
-          op: async (i) => {
-            tWaitIds.push(await openWait(`t-${i}`, { timeout_at: new Date(deadline).toISOString(), callback_url: receiver.url }));
-          },
-        }),
-      ),
-    (r) => r.ok,
-  );
-  if (tOpen.failed > 0) throw new Error(`opening the timer waits:${errorsOf(tOpen)}`);
-  const slack = deadline - Date.now();
-  log(`timer lag: all opened ${(slack / 1000).toFixed(1)} s before the deadline${slack < 1000 ? " (WARNING: too close; lag is overstated)" : ""}; waiting`);
-  await new Promise((r) => setTimeout(r, Math.max(0, deadline - Date.now())));
-  const tMissing = await measured("timeouts firing, until delivered", () => guard(waitForTimers(receiver, tWaitIds, appDb.url)), () => tWaitIds.length);
-  const timerLags = tWaitIds.map((id) => {
-    const a = receiver.arrivals.get(id);
-    return a ? a.at - deadline : Infinity;
-  });
-  const wrongType = tWaitIds.filter((id) => {
-    const a = receiver.arrivals.get(id);
-    return a && a.type !== "signal.timeout";
-  }).length;
-  const timerLag = summarize(timerLags);
-  const firedLag = await dbTimerLag(appDb.url);
-  log(`timer lag (callback − deadline): ${describeLatency(timerLag)}${tMissing ? `; gave up with ${tMissing} callbacks missing` : ""}${wrongType ? `; ${wrongType} not signal.timeout` : ""}`);
-  log(`timer fire lag in the database (resolved_at − timeout_at): ${describeLatency(firedLag)}`);
-  // Delivery throughput to one keep-alive receiver: the timer burst's callbacks, first to last arrival.
-  const tArrivals = tWaitIds.map((id) => receiver.arrivals.get(id)?.at).filter((a): a is number => a !== undefined);
-  const deliveryRate = tArrivals.length > 1 ? tArrivals.length / ((Math.max(...tArrivals) - Math.min(...tArrivals)) / 1000) : NaN;
-  log(`callbacks/s to one keep-alive receiver (timer burst, first → last arrival): ${fmtRate(deliveryRate)}`);
-  log(`callback receiver: ${receiver.duplicates} repeated deliveries, ${receiver.malformed} malformed`);
+  if (want("timer")) {
+    const openEstimateMs = (TIMER_WAITS / Math.max(1, Number.isNaN(waitsRate) ? 500 : waitsRate)) * 1000;
+    const leadMs = Math.max(15_000, openEstimateMs * 1.25 + 5000);
+    const deadline = Math.ceil((Date.now() + leadMs) / 1000) * 1000;
+    log(`timer lag: opening ${TIMER_WAITS} waits with timeout_at ${new Date(deadline).toISOString()} (in ${((deadline - Date.now()) / 1000).toFixed(1)} s)`);
+    const tOpen = await measured(
+      "timer waits (open, with callback)",
+      () =>
+        guard(
+          closedLoop({
+            concurrency: CONCURRENCY,
+            durationMs: Infinity,
+            limit: TIMER_WAITS,
+            op: async (i) => {
+              tWaitIds.push(await openWait(`t-${i}`, { timeout_at: new Date(deadline).toISOString(), callback_url: receiver.url }));
+            },
+          }),
+        ),
+      (r) => r.ok,
+    );
+    if (tOpen.failed > 0) throw new Error(`opening the timer waits:${errorsOf(tOpen)}`);
+    const slack = deadline - Date.now();
+    log(`timer lag: all opened ${(slack / 1000).toFixed(1)} s before the deadline${slack < 1000 ? " (WARNING: too close; lag is overstated)" : ""}; waiting`);
+    await new Promise((r) => setTimeout(r, Math.max(0, deadline - Date.now())));
+    tMissing = await measured("timeouts firing, until delivered", () => guard(waitForTimers(receiver, tWaitIds, appDb.url)), () => tWaitIds.length);
+    const timerLags = tWaitIds.map((id) => {
+      const a = receiver.arrivals.get(id);
+      return a ? a.at - deadline : Infinity;
+    });
+    const wrongType = tWaitIds.filter((id) => {
+      const a = receiver.arrivals.get(id);
+      return a && a.type !== "signal.timeout";
+    }).length;
+    timerLag = summarize(timerLags);
+    firedLag = await dbTimerLag(appDb.url);
+    log(`timer lag (callback − deadline): ${describeLatency(timerLag)}${tMissing ? `; gave up with ${tMissing} callbacks missing` : ""}${wrongType ? `; ${wrongType} not signal.timeout` : ""}`);
+    log(`timer fire lag in the database (resolved_at − timeout_at): ${describeLatency(firedLag)}`);
+    // Delivery throughput to one keep-alive receiver: the timer burst's callbacks, first to last arrival.
+    const tArrivals = tWaitIds.map((id) => receiver.arrivals.get(id)?.at).filter((a): a is number => a !== undefined);
+    deliveryRate = tArrivals.length > 1 ? tArrivals.length / ((Math.max(...tArrivals) - Math.min(...tArrivals)) / 1000) : NaN;
+    log(`callbacks/s to one keep-alive receiver (timer burst, first → last arrival): ${fmtRate(deliveryRate)}`);
+    log(`callback receiver: ${receiver.duplicates} repeated deliveries, ${receiver.malformed} malformed`);
+  }
 
   // ---- a burst of signals from 16 senders: callback p99 after each 202 ----
   const engineDeps = { url: appDb.url, receiver, log, guard, openWait, sendSignal, concurrency: CONCURRENCY };
-  const burst = await measured(`signal burst (${BURST_SENDERS} senders), until delivered`, () => signalBurst(engineDeps, BURST_SIGNALS, BURST_SENDERS), (r) => r.signals);
-  log(`signal burst: ${fmtRate(burst.sendRate)} signals/s; 202 → callback ${describeLatency(burst.latency)}${burst.missing ? `; ${burst.missing} missing` : ""}`);
+  let burst: BurstResult = { signals: 0, sendRate: NaN, latency: NO_SAMPLES, missing: 0 };
+  if (want("burst")) {
+    burst = await measured(`signal burst (${BURST_SENDERS} senders), until delivered`, () => signalBurst(engineDeps, BURST_SIGNALS, BURST_SENDERS), (r) => r.signals);
+    log(`signal burst: ${fmtRate(burst.sendRate)} signals/s; 202 → callback ${describeLatency(burst.latency)}${burst.missing ? `; ${burst.missing} missing` : ""}`);
+  }
 
   // ---- isolation: a hung endpoint owed 500 callbacks; a healthy one at 50/s; timeouts due meanwhile ----
-  const iso = await measured(
-    "isolation (hung endpoint + healthy 50/s)",
-    () => isolation(engineDeps, { hungWaits: HUNG_WAITS, healthyRate: HEALTHY_RATE, seconds: PHASE_MS / 1000, timeouts: 200 }),
-    (r) => Math.round(r.healthyRate * (PHASE_MS / 1000)),
-  );
-  log(
-    `isolation: healthy 202 → callback ${describeLatency(iso.healthy)}${iso.healthyMissing ? ` (${iso.healthyMissing} missing)` : ""}; ` +
-      `timeouts fired ${iso.timeoutsFired}/${iso.timeouts}, lag ${describeLatency(iso.timeoutLag)}; requests that reached the hung endpoint: ${iso.hungMaxInFlight} (for ${HUNG_WAITS} callbacks owed)`,
-  );
+  let iso: IsolationResult = { hungWaits: HUNG_WAITS, healthyRate: HEALTHY_RATE, healthy: NO_SAMPLES, healthyMissing: 0, timeoutLag: NO_SAMPLES, timeouts: 0, timeoutsFired: 0, hungMaxInFlight: 0 };
+  if (want("isolation")) {
+    iso = await measured(
+      "isolation (hung endpoint + healthy 50/s)",
+      () => isolation(engineDeps, { hungWaits: HUNG_WAITS, healthyRate: HEALTHY_RATE, seconds: PHASE_MS / 1000, timeouts: 200 }),
+      (r) => Math.round(r.healthyRate * (PHASE_MS / 1000)),
+    );
+    log(
+      `isolation: healthy 202 → callback ${describeLatency(iso.healthy)}${iso.healthyMissing ? ` (${iso.healthyMissing} missing)` : ""}; ` +
+        `timeouts fired ${iso.timeoutsFired}/${iso.timeouts}, lag ${describeLatency(iso.timeoutLag)}; requests that reached the hung endpoint: ${iso.hungMaxInFlight} (for ${HUNG_WAITS} callbacks owed)`,
+    );
+  }
 
   // ---- report ----
   const tps = pgbench.tps;
@@ -503,7 +540,7 @@ total time ${((now() - t0) / 1000).toFixed(0)} s`);
         ["signals/s (no callback)", `${fmtRate(signalsRate)}/s`, ratio(signalsRate), `>= ${TARGETS.signalsRatio}x`, verdict(signalsOk)],
         ["signals/s (with callback, delivering meanwhile)", `${fmtRate(signalsCbRate)}/s`, ratio(signalsCbRate), "", ""],
         ["callbacks delivered/s (first signal → last callback)", `${fmtRate(callbacksRate)}/s`, ratio(callbacksRate), "", ""],
-        [`resume latency, 202 → callback @ ${RESUME_RATE}/s`, lat(resumeLat), "", `p99 <= ${TARGETS.resumeP99Ms} ms`, verdict(resumeOk)],
+        [`resume latency, 202 → callback @ ${RESUME_RATE}/s (Node http receiver)`, lat(resumeLat), "", `p99 <= ${TARGETS.resumeP99Ms} ms`, verdict(resumeOk)],
         [`resume latency, sent → callback @ ${RESUME_RATE}/s`, lat(resumeSent), "", "", ""],
         [`resume latency, 202 → callback @ ${RESUME_RATE / 10}/s (no queueing)`, lat(lowLat), "", "", ""],
         [`timer lag, fired (resolved_at) − deadline (${TIMER_WAITS} at once)`, lat(firedLag), "", `p99 <= ${fmtMs(TARGETS.timerP99Ms)}`, verdict(timerOk)],
@@ -539,9 +576,13 @@ total time ${((now() - t0) / 1000).toFixed(0)} s`);
   if (server.statements) {
     for (const p of phases) {
       if (!p.statements) continue;
-      console.log(`\n-- ${p.name}: statements per operation (pg_stat_statements, top 12 by calls)`);
+      console.log(`\n-- ${p.name}: statements per operation (pg_stat_statements, top 12 by calls): calls, ms a call, then per operation rows, shared blocks, WAL bytes`);
       for (const t of p.statements.top.slice(0, env.BENCH_STATEMENTS === "nested" ? 30 : 12)) {
-        console.log(`  ${(t.calls / p.ops).toFixed(2).padStart(6)}  ${(t.totalMs / t.calls).toFixed(3).padStart(7)} ms  ${t.nested ? "(nested) " : ""}${t.query.slice(0, 150)}`);
+        const per = (x: number, digits: number) => (x / p.ops).toFixed(digits).padStart(7);
+        console.log(
+          `  ${per(t.calls, 2)}  ${(t.totalMs / t.calls).toFixed(3).padStart(7)} ms ${per(t.rows, 1)} rows ${per(t.blocks, 1)} blks ${per(t.walBytes, 0)} B  ` +
+            `${t.nested ? "(nested) " : ""}${t.query.slice(0, 150)}`,
+        );
       }
     }
   }
@@ -550,7 +591,7 @@ total time ${((now() - t0) / 1000).toFixed(0)} s`);
     if (r.failed > 0) notes.push(`${name}:${errorsOf(r)}`);
   }
   const resumeRequest = summarize(resume.latenciesMs);
-  if (resumeRequest.p50 > 1000) {
+  if (resumeRequest.count > 0 && resumeRequest.p50 > 1000) {
     notes.push(`resume @ ${RESUME_RATE}/s: signalbox did not keep up (signal request p50 ${fmtMs(resumeRequest.p50)}): that latency is mostly queueing`);
   }
   if (dMissing) notes.push(`resume: ${dMissing} callbacks never arrived (counted as infinite latency)`);

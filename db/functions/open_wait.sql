@@ -59,9 +59,11 @@ BEGIN
   END IF;
   IF v_buffered IS NOT NULL THEN
     UPDATE signalbox.signals SET wait_id = p_id WHERE id = v_buffered;
-    SELECT * INTO v_wait FROM signalbox.resolve_waits(ARRAY[p_id], 'received', ARRAY[v_buffered], '{}'::jsonb, ARRAY[v_wait_row]);
+    PERFORM signalbox.resolve_waits(ARRAY[p_id], 'received', ARRAY[v_buffered], '{}'::jsonb, ARRAY[v_wait_row]);
+    SELECT * INTO v_wait FROM signalbox.waits w WHERE w.id = p_id;
   ELSIF v_deadline <= now() THEN
-    SELECT * INTO v_wait FROM signalbox.resolve_waits(ARRAY[p_id], 'timed_out', NULL, '{}'::jsonb, ARRAY[v_wait_row]);
+    PERFORM signalbox.resolve_waits(ARRAY[p_id], 'timed_out', NULL, '{}'::jsonb, ARRAY[v_wait_row]);
+    SELECT * INTO v_wait FROM signalbox.waits w WHERE w.id = p_id;
   ELSIF v_deadline IS NOT NULL THEN
     -- graphile/worker#580: add_job may return no job under contention on its key; roll back.
     IF (SELECT j.id FROM signalbox.add_job('expire_wait', json_build_object('id', p_id), v_wait.timeout_at, signalbox.job_max_attempts(),

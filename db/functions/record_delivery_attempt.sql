@@ -71,8 +71,15 @@ END;
 $$;
 
 -- Several attempts in one round trip (the delivery engine records what a batch of sends
--- answered together): each item as record_delivery_attempt, in the order given; n is the item's
+-- answered together): each item as record_delivery_attempt would record it; n is the item's
 -- position (1-based), and an item whose compare-and-set lost returns no row.
+--
+-- Set-based: one UPDATE of the waits (the compare-and-set of every item), one UPDATE of their
+-- previous attempts, one INSERT of the new ones, then add_job for each retry (rare). Recording
+-- 100 attempts so costs a few statements rather than 300 (a timer burst of 10,000 callbacks).
+-- A single item (a callback sent alone) goes straight to record_delivery_attempt, which is
+-- cheaper for one (0.5 ms against 0.85; 100 items: 4.6 ms against 10.7 one by one); so does a
+-- call naming a wait twice (the engine never does), item by item, in order.
 CREATE OR REPLACE FUNCTION "signalbox"."record_delivery_attempts"(
   p_items json,                    -- [{wait_id, attempts_before, verdict, status_code, error, duration_ms, callback_host}]
   p_max_attempts int,
@@ -80,14 +87,73 @@ CREATE OR REPLACE FUNCTION "signalbox"."record_delivery_attempts"(
 RETURNS TABLE (n int, outcome text, attempt int, round_attempt int) LANGUAGE plpgsql AS $$
 DECLARE
   r record;
+  v_n int[];
+  v_wait_ids text[];
+  v_outcomes text[];
+  v_attempts int[];
+  v_round_starts int[];
 BEGIN
-  FOR r IN
-    SELECT t.*, k.n AS item FROM json_array_elements(p_items) WITH ORDINALITY AS k(e, n),
+  IF json_array_length(p_items) = 1 OR (SELECT count(*) <> count(DISTINCT e ->> 'wait_id') FROM json_array_elements(p_items) AS e) THEN
+    FOR r IN
+      SELECT t.*, k.n AS item FROM json_array_elements(p_items) WITH ORDINALITY AS k(e, n),
+        json_to_record(k.e) AS t(wait_id text, attempts_before int, verdict text, status_code int, error text, duration_ms int, callback_host text)
+      ORDER BY k.n
+    LOOP
+      RETURN QUERY SELECT r.item::int, a.outcome, a.attempt, a.round_attempt FROM signalbox.record_delivery_attempt(
+        r.wait_id, r.attempts_before, r.verdict, r.status_code, r.error, r.duration_ms, r.callback_host, p_max_attempts, p_backoff_s) a;
+    END LOOP;
+    RETURN;
+  END IF;
+
+  WITH items AS (
+    SELECT k.n::int AS n, t.* FROM json_array_elements(p_items) WITH ORDINALITY AS k(e, n),
       json_to_record(k.e) AS t(wait_id text, attempts_before int, verdict text, status_code int, error text, duration_ms int, callback_host text)
-    ORDER BY k.n
-  LOOP
-    RETURN QUERY SELECT r.item::int, a.outcome, a.attempt, a.round_attempt FROM signalbox.record_delivery_attempt(
-      r.wait_id, r.attempts_before, r.verdict, r.status_code, r.error, r.duration_ms, r.callback_host, p_max_attempts, p_backoff_s) a;
+  ), cas AS (
+    -- The compare-and-set of each item, as in record_delivery_attempt.
+    UPDATE signalbox.waits w SET
+        delivery_attempts = i.attempts_before + 1,
+        delivery_status = CASE
+          WHEN i.verdict = 'delivered' THEN 'delivered'
+          WHEN i.verdict = 'retry' AND i.attempts_before + 1 - w.delivery_round_start < p_max_attempts THEN 'pending'
+          ELSE 'failed' END,
+        delivery_last_error = i.error
+      FROM items i
+      WHERE w.id = i.wait_id AND w.delivery_status = 'pending' AND w.delivery_attempts = i.attempts_before
+      RETURNING i.n, w.id, i.attempts_before, w.delivery_status, w.delivery_round_start, w.resolution_event_id,
+        i.status_code, i.error, i.duration_ms, i.callback_host
+  ), previous AS (
+    -- The previous attempts are no longer their waits' latest: they leave the listing of failing deliveries.
+    UPDATE signalbox.delivery_attempts a SET latest = false
+      FROM cas c
+      WHERE c.attempts_before > 0 AND a.wait_id = c.id AND a.attempt = c.attempts_before AND a.latest
+  ), recorded AS (
+    INSERT INTO signalbox.delivery_attempts (wait_id, attempt, event_id, started_at, duration_ms, status_code, error, outcome, callback_host)
+      SELECT c.id, c.attempts_before + 1, c.resolution_event_id, now() - c.duration_ms * interval '1 millisecond', c.duration_ms,
+          c.status_code, c.error, CASE c.delivery_status WHEN 'pending' THEN 'retry' ELSE c.delivery_status END, c.callback_host
+        FROM cas c
+  )
+  SELECT array_agg(c.n ORDER BY c.n), array_agg(c.id ORDER BY c.n),
+      array_agg(CASE c.delivery_status WHEN 'pending' THEN 'retry' ELSE c.delivery_status END ORDER BY c.n),
+      array_agg(c.attempts_before + 1 ORDER BY c.n), array_agg(c.delivery_round_start ORDER BY c.n)
+    INTO v_n, v_wait_ids, v_outcomes, v_attempts, v_round_starts
+    FROM cas c;
+
+  FOR i IN 1 .. coalesce(cardinality(v_n), 0) LOOP
+    IF v_outcomes[i] = 'retry' THEN
+      -- Attempt n+1 of a round after backoff × 2^(n-1) s, at most an hour (as record_delivery_attempt).
+      IF (SELECT j.id FROM signalbox.add_job(
+            'deliver_callback', json_build_object('id', v_wait_ids[i]),
+            now() + least(3600, p_backoff_s * 2 ^ greatest(0, v_attempts[i] - v_round_starts[i] - 1)) * interval '1 second',
+            signalbox.job_max_attempts(), signalbox.job_key('deliver_callback', v_wait_ids[i]), 'replace') j) IS NULL THEN
+        -- graphile/worker#580: under contention on one key add_job can return no job; the caller retries.
+        RAISE EXCEPTION 'add_job returned no job' USING ERRCODE = '40001';
+      END IF;
+    END IF;
+    n := v_n[i];
+    outcome := v_outcomes[i];
+    attempt := v_attempts[i];
+    round_attempt := v_attempts[i] - v_round_starts[i];
+    RETURN NEXT;
   END LOOP;
 END;
 $$;

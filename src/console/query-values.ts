@@ -23,6 +23,21 @@ export function parseInstant(text: string): Date | undefined {
 /** A datetime-local input's value for an instant (UTC, to the second). */
 export const toInputInstant = (at: Date | undefined) => (at ? at.toISOString().slice(0, 19) : "");
 
+/** A filter's trimmed value; absent when empty. */
+export const filterText = (params: URLSearchParams, name: string) => params.get(name)?.trim() || undefined;
+
+/** The `signal` and `run` filters several pages share; a malformed one is named in `problems`. */
+export function parseSignalAndRun(params: URLSearchParams, problems: string[]): { signal?: string; run?: string } {
+  const found: { signal?: string; run?: string } = {};
+  const signal = filterText(params, "signal");
+  if (signal !== undefined && SIGNAL_NAME.test(signal)) found.signal = signal;
+  else if (signal !== undefined) problems.push("Signal: 1 to 100 characters from A-Z a-z 0-9 . _ -, starting with a letter or digit.");
+  const run = filterText(params, "run");
+  if (run !== undefined && RUN_ID.test(run)) found.run = run;
+  else if (run !== undefined) problems.push("Run: 1 to 200 characters from A-Z a-z 0-9 . _ : @ -.");
+  return found;
+}
+
 /** `meta=key=value` filters (repeatable, all must match); a malformed one is named in `problems`. */
 export function parseMetadataPairs(params: URLSearchParams, problems: string[]): Array<[string, string]> {
   const pairs: Array<[string, string]> = [];

@@ -1,4 +1,4 @@
-import { addJobs, jobKeys } from "../jobs/enqueue.ts";
+import { addJobs, jobKeys, type TaskName } from "../jobs/enqueue.ts";
 import { findWaitsWithEvents } from "../waits/waits.queries.ts";
 import { owedCallback, recordAttempts, reportRecorded, type DeliveryDeps, type OwedCallback } from "./deliver-callback.ts";
 import { EndpointGate } from "./endpoint-gate.ts";
@@ -11,6 +11,24 @@ import { ATTEMPT_TIMEOUT_MS, postSigned, type AttemptResult } from "./post-signe
  * beyond this, and the callbacks and timeouts behind it go on.
  */
 const HAND_OFF_MS = 1_000;
+
+/**
+ * A request other than a callback batch (a notification, a sensor poll), sent through the
+ * endpoint gate on its job's time (`DeliveryEngine.sendOne`).
+ */
+export interface OutboundRequest<T> {
+  /** host[:port] of the endpoint: the gate's unit. */
+  host: string;
+  /** The running job's task, id and key: a job like it keeps the request owed when it is turned away or let go. */
+  job: { task: TaskName; id: string; jobKey: string };
+  /** The request's own time limit (the job let go of it is due after it). */
+  limitMs: number;
+  send(signal: AbortSignal): Promise<T>;
+  /** Whether the answer is a failure of the endpoint (no answer, 5xx, 408, 429): the gate counts them. */
+  failed(answer: T): boolean;
+  /** Acts on the answer: in the job, or in the background once the job let go of the request. */
+  settle(answer: T): Promise<void>;
+}
 
 export interface DeliveryEngineOptions {
   /** Requests in flight to one endpoint (host[:port]) at most. */
@@ -56,7 +74,9 @@ export class DeliveryEngine {
     const owed = (await findWaitsWithEvents(this.#deps.db, ids)).map(owedCallback).filter((o): o is OwedCallback => o !== undefined);
     const later: Array<{ owed: OwedCallback; inS: number }> = [];
     const recordNow: Array<{ owed: OwedCallback; attempt: AttemptResult }> = [];
-    await Promise.all(owed.map((o) => this.#one(o, later, recordNow, abort)));
+    // One signal for the batch's requests: the job's (the worker stopping) or the engine's.
+    const signal = abort ? AbortSignal.any([abort, this.#stopped.signal]) : this.#stopped.signal;
+    await Promise.all(owed.map((o) => this.#one(o, later, recordNow, signal)));
     await this.#record(recordNow);
     if (later.length > 0) {
       await addJobs(
@@ -66,13 +86,67 @@ export class DeliveryEngine {
     }
   }
 
+  /**
+   * One request through the gate, as callbacks go: an endpoint backed off or stuck turns it away
+   * (a job like the running one, same key, is due when the backoff ends or a little later), and a
+   * request unanswered after HAND_OFF_MS is let go of (a job due after its limit keeps it owed;
+   * the answer, when it comes, is settled in the background). Resolves "settled" once the answer
+   * was acted on in this job, "deferred" otherwise. Nothing holds a job slot for the limit.
+   */
+  async sendOne<T>(req: OutboundRequest<T>, abort?: AbortSignal): Promise<"settled" | "deferred"> {
+    const again = (inS: number) => addJobs(this.#deps.db, [{ task: req.job.task, payload: { id: req.job.id }, inS, jobKey: req.job.jobKey }]);
+    const a = await this.gate.admit(req.host);
+    if (a.kind !== "send") {
+      // Not sent, and not counted as an attempt: it is sent when the endpoint may answer again.
+      this.#deps.metrics?.deliveriesDeferred.inc({ reason: a.kind === "busy" ? "endpoint_busy" : "endpoint_backed_off" });
+      await again(a.kind === "busy" ? a.retryInMs / 1000 : Math.max(0.1, (a.untilMs - Date.now()) / 1000));
+      return "deferred";
+    }
+    const signal = abort ? AbortSignal.any([abort, this.#stopped.signal]) : this.#stopped.signal;
+    const started = Date.now();
+    const sent = req.send(signal).then(
+      (answer) => (a.release(req.failed(answer)), answer),
+      (err: unknown) => {
+        a.release(true);
+        throw err;
+      },
+    );
+    const first = await this.#firstOrNothing(sent);
+    if (first) {
+      await req.settle(first.answer);
+      return "settled";
+    }
+    this.#deps.metrics?.deliveriesDeferred.inc({ reason: "slow_endpoint" });
+    await again((req.limitMs - (Date.now() - started)) / 1000 + 2);
+    this.#inBackground(
+      sent.then(async (answer) => {
+        if (!this.#stopped.signal.aborted) await req.settle(answer); // stopping: the job scheduled sends it again
+      }),
+      { job: req.job.jobKey },
+    );
+    return "deferred";
+  }
+
+  /** The answer if it comes within HAND_OFF_MS. */
+  async #firstOrNothing<T>(sent: Promise<T>): Promise<{ answer: T } | undefined> {
+    let timer: NodeJS.Timeout | undefined;
+    return Promise.race([sent.then((answer) => ({ answer })), new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), HAND_OFF_MS)))]).finally(() => clearTimeout(timer));
+  }
+
+  #inBackground(work: Promise<unknown>, context: Record<string, unknown>) {
+    const background = work
+      .catch((err: unknown) => this.#deps.log.warn({ err, ...context }, "acting on an answer that came after its job let go failed; the job due after its limit sends it again"))
+      .finally(() => this.#background.delete(background));
+    this.#background.add(background);
+  }
+
   /** Stops the requests handed off: the jobs that keep their deliveries owed send them again. */
   async stop(): Promise<void> {
     this.#stopped.abort();
     await Promise.allSettled([...this.#background]);
   }
 
-  async #one(owed: OwedCallback, later: Array<{ owed: OwedCallback; inS: number }>, recordNow: Array<{ owed: OwedCallback; attempt: AttemptResult }>, abort?: AbortSignal) {
+  async #one(owed: OwedCallback, later: Array<{ owed: OwedCallback; inS: number }>, recordNow: Array<{ owed: OwedCallback; attempt: AttemptResult }>, signal: AbortSignal) {
     const a = await this.gate.admit(owed.host);
     if (a.kind === "backed_off") {
       // Not sent: the endpoint is backed off. Recorded as a failed attempt (retried with the
@@ -87,7 +161,6 @@ export class DeliveryEngine {
       later.push({ owed, inS: a.retryInMs / 1000 });
       return;
     }
-    const signal = abort ? AbortSignal.any([abort, this.#stopped.signal]) : this.#stopped.signal;
     const started = Date.now();
     this.#deps.metrics?.deliveriesInFlight.inc();
     const sent = postSigned(owed.url, owed.webhookId, owed.body, this.#deps.secrets.callbackSecret, signal).then((attempt) => {
@@ -95,23 +168,21 @@ export class DeliveryEngine {
       a.release(attempt.verdict === "retry");
       return attempt;
     });
-    let timer: NodeJS.Timeout | undefined;
-    const first = await Promise.race([sent, new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), HAND_OFF_MS)))]).finally(() => clearTimeout(timer));
+    const first = await this.#firstOrNothing(sent);
     if (first) {
-      recordNow.push({ owed, attempt: first });
+      recordNow.push({ owed, attempt: first.answer });
       return;
     }
     // Slow: the job lets go of it. A job due after the request's time limit keeps it owed.
     this.#deps.metrics?.deliveriesDeferred.inc({ reason: "slow_endpoint" });
     later.push({ owed, inS: (ATTEMPT_TIMEOUT_MS - (Date.now() - started)) / 1000 + 2 });
-    const background = sent
-      .then(async (attempt) => {
+    this.#inBackground(
+      sent.then(async (attempt) => {
         if (this.#stopped.signal.aborted) return; // stopping: the scheduled job sends it again
         await this.#record([{ owed, attempt }]);
-      })
-      .catch((err: unknown) => this.#deps.log.warn({ err, waitId: owed.waitId }, "recording a callback attempt failed; its job sends it again"))
-      .finally(() => this.#background.delete(background));
-    this.#background.add(background);
+      }),
+      { waitId: owed.waitId },
+    );
   }
 
   async #record(items: Array<{ owed: OwedCallback; attempt: AttemptResult }>) {

@@ -2,7 +2,11 @@ import type postgres from "postgres";
 import { ServiceUnavailableError } from "../core/errors.ts";
 import type { Log } from "../core/logger.ts";
 
-/** NOTIFY channels; each payload is the id of what changed. Sent inside the changing transaction. */
+/**
+ * NOTIFY channels, sent inside the changing transaction. A run's payload is its id; a wait's is
+ * the ids of the waits that changed, comma-separated (one NOTIFY per 200 waits resolved at once:
+ * db/functions/resolve_waits.sql).
+ */
 export const WAIT_CHANGED_CHANNEL = "signalbox_wait_changed";
 export const RUN_CHANGED_CHANNEL = "signalbox_run_changed"; // by a trigger on every history event
 
@@ -58,7 +62,7 @@ export class ChangeFeed {
     // between are lost, so every waiter re-reads then.
     const onReconnect = () => this.wakeAll();
     const subs = await Promise.all([
-      sql.listen(WAIT_CHANGED_CHANNEL, (id) => this.wake(`wait:${id}`), onReconnect),
+      sql.listen(WAIT_CHANGED_CHANNEL, (ids) => ids.split(",").forEach((id) => this.wake(`wait:${id}`)), onReconnect),
       sql.listen(RUN_CHANGED_CHANNEL, (id) => this.wake(`run:${id}`), onReconnect),
       sql.listen(PROBE_CHANNEL, (nonce) => this.#probes.get(nonce)?.()),
     ]);

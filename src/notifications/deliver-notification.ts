@@ -2,17 +2,25 @@ import { eq, sql } from "drizzle-orm";
 import { withTransaction } from "../db/transaction.ts";
 import type { Deps } from "../deps.ts";
 import { notifications } from "../db/schema.ts";
+import { callbackHost } from "../delivery/callback-host.ts";
 import { retryDelayS } from "../delivery/classify-response.ts";
-import { postSigned } from "../delivery/post-signed.ts";
+import type { DeliveryEngine } from "../delivery/delivery-engine.ts";
+import { ATTEMPT_TIMEOUT_MS, postSigned, type AttemptResult } from "../delivery/post-signed.ts";
 import { addJob, jobKeys } from "../jobs/enqueue.ts";
 import { toWaitResource } from "../waits/wait-view.ts";
 import { findWait } from "../waits/waits.queries.ts";
 
+type NotificationDeps = Pick<Deps, "db" | "config" | "secrets" | "log">;
+
 /**
  * Delivers one `signal.waiting` / `signal.reminder` event to the signal type's notify_url,
  * signed and retried like callbacks. Nothing is sent for a wait that is no longer waiting.
+ * With the delivery engine (the worker's), it goes through the endpoint gate as callbacks do:
+ * an endpoint backed off or stuck turns it away for later, and the job lets go of a request
+ * unanswered after a second (a job due after the limit keeps it owed; the answer is recorded
+ * when it comes), so a hung notify_url holds no job slot for the 10 s limit.
  */
-export async function deliverNotification(deps: Pick<Deps, "db" | "config" | "secrets" | "log">, id: string, abort?: AbortSignal): Promise<string> {
+export async function deliverNotification(deps: NotificationDeps, id: string, abort?: AbortSignal, engine?: Pick<DeliveryEngine, "sendOne">): Promise<string> {
   const [n] = await deps.db.select().from(notifications).where(eq(notifications.id, id));
   if (!n || n.status !== "pending") return "skipped";
   const wait = await findWait(deps.db, n.waitId);
@@ -21,7 +29,26 @@ export async function deliverNotification(deps: Pick<Deps, "db" | "config" | "se
     return "skipped";
   }
   const body = JSON.stringify({ id, type: n.type, occurred_at: n.createdAt.toISOString(), wait: withoutCallbackCredentials(toWaitResource(wait)) });
-  const attempt = await postSigned(n.url, id, body, deps.secrets.callbackSecret, abort);
+  const send = (signal?: AbortSignal) => postSigned(n.url, id, body, deps.secrets.callbackSecret, signal);
+  if (!engine) return recordAttempt(deps, n, await send(abort));
+  let status = "deferred";
+  await engine.sendOne(
+    {
+      host: callbackHost(n.url),
+      job: { task: "deliver_notification", id, jobKey: jobKeys.notify(id) },
+      limitMs: ATTEMPT_TIMEOUT_MS,
+      send,
+      failed: (attempt) => attempt.verdict === "retry",
+      settle: async (attempt) => void (status = await recordAttempt(deps, n, attempt)),
+    },
+    abort,
+  );
+  return status;
+}
+
+/** Records an attempt (a compare-and-set on the attempt count) and schedules the next when it may still pass. */
+async function recordAttempt(deps: NotificationDeps, n: typeof notifications.$inferSelect, attempt: AttemptResult): Promise<string> {
+  const id = n.id;
   const attempts = n.attempts + 1;
   const retry = attempt.verdict === "retry" && attempts < deps.config.SIGNALBOX_DELIVERY_MAX_ATTEMPTS;
   const status = attempt.verdict === "delivered" ? "delivered" : retry ? "pending" : "failed";

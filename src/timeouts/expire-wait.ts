@@ -5,8 +5,7 @@ import { debugPoint } from "../core/debug-point.ts";
 import type { Tx } from "../db/client.ts";
 import { addJob, jobKeys } from "../jobs/enqueue.ts";
 import { lockRun } from "../runs/run-lock.ts";
-import { resolveWaits } from "../waits/resolve-waits.ts";
-import type { WaitRowOnly } from "../waits/wait-view.ts";
+import { resolveWaits, type ResolvedWait } from "../waits/resolve-waits.ts";
 import { findWait } from "../waits/waits.queries.ts";
 
 /** Waits timed out per transaction when many come due at once. */
@@ -68,9 +67,9 @@ async function rescheduleIfEarly(tx: Tx, waitId: string): Promise<"rescheduled" 
   return "rescheduled";
 }
 
-function recordLag(deps: Pick<Deps, "metrics">, expired: WaitRowOnly[]) {
+function recordLag(deps: Pick<Deps, "metrics">, expired: ResolvedWait[]) {
   for (const w of expired) {
     deps.metrics?.timeoutsFired.inc();
-    if (w.timeoutAt && w.resolvedAt) deps.metrics?.timeoutLag.observe((w.resolvedAt.getTime() - w.timeoutAt.getTime()) / 1000);
+    if (w.timeoutAt) deps.metrics?.timeoutLag.observe((w.resolvedAt.getTime() - w.timeoutAt.getTime()) / 1000);
   }
 }

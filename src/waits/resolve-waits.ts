@@ -19,6 +19,13 @@ export const RESOLUTION_EVENTS = {
 /** Which waits: by id, or every open wait a condition on `signalbox.waits` selects. */
 export type WaitSelector = { ids: string[] } | { where: SQL };
 
+/** A wait that resolve_waits moved out of `waiting`: what its callers read of it. */
+export interface ResolvedWait {
+  id: string;
+  timeoutAt: Date | null;
+  resolvedAt: Date;
+}
+
 /**
  * The one way a wait leaves `waiting`: a thin wrapper over signalbox.resolve_waits
  * (db/functions/resolve_waits.sql), which in the caller's transaction does the
@@ -26,16 +33,17 @@ export type WaitSelector = { ids: string[] } | { where: SQL };
  * callback and settles composites. Returns the waits it resolved (none when it lost the race).
  * The caller holds the runs' locks.
  */
-export async function resolveWaits(tx: Queryable, which: WaitSelector, r: Resolution): Promise<WaitRowOnly[]> {
+export async function resolveWaits(tx: Queryable, which: WaitSelector, r: Resolution): Promise<ResolvedWait[]> {
   const ids =
     "ids" in which
       ? sql`array(select json_array_elements_text(${JSON.stringify(which.ids)}::json))`
       : sql`array(select id from signalbox.waits where ${which.where} and status = 'waiting' order by created_at, id)`;
   const signalIds = r.status === "received" ? sql`array[${r.signalId}::text]` : sql`null::text[]`;
-  const rows = await tx.execute<Record<string, unknown>>(sql`
-    select * from signalbox.resolve_waits(${ids}, ${r.status}::text, ${signalIds}, ${JSON.stringify(r.data ?? {})}::jsonb,
+  const rows = await tx.execute<{ id: string; timeout_at: Date | string | null; resolved_at: Date | string }>(sql`
+    select id, timeout_at, resolved_at from signalbox.resolve_waits(${ids}, ${r.status}::text, ${signalIds}, ${JSON.stringify(r.data ?? {})}::jsonb,
       null::tid[], ${r.dueOnly ?? false}::boolean)`);
-  return rows.map(waitFromSql);
+  const date = (v: Date | string) => (v instanceof Date ? v : new Date(v));
+  return rows.map((w) => ({ id: w.id, timeoutAt: w.timeout_at === null ? null : date(w.timeout_at), resolvedAt: date(w.resolved_at) }));
 }
 
 /**
@@ -44,10 +52,8 @@ export async function resolveWaits(tx: Queryable, which: WaitSelector, r: Resolu
  * (signalbox.receive_raised). The caller holds the run's lock and saw the wait waiting; if it
  * is not, this throws and the transaction rolls back.
  */
-export async function receiveWait(tx: Queryable, waitId: string, payload: unknown): Promise<WaitRowOnly> {
-  const [row] = await tx.execute<Record<string, unknown>>(sql`
-    select * from signalbox.receive_raised(${waitId}::text, ${JSON.stringify(payload)}::text)`);
-  return waitFromSql(row!);
+export async function receiveWait(tx: Queryable, waitId: string, payload: unknown): Promise<void> {
+  await tx.execute(sql`select signalbox.receive_raised(${waitId}::text, ${JSON.stringify(payload)}::text)`);
 }
 
 /** Maps a raw `signalbox.waits` row (snake_case) to the drizzle row shape. */

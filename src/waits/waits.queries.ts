@@ -1,5 +1,5 @@
-import { and, asc, eq, getTableColumns, gt, inArray, lt, sql, type SQL } from "drizzle-orm";
-import type { Queryable } from "../db/client.ts";
+import { and, asc, eq, getTableColumns, gt, lt, sql, type SQL } from "drizzle-orm";
+import type { Db, Queryable } from "../db/client.ts";
 import { events, signals, waits } from "../db/schema.ts";
 import type { WaitRow } from "./wait-view.ts";
 
@@ -71,9 +71,15 @@ export async function listWaits(q: Queryable, f: WaitFilter, limit: number): Pro
   return normalise(rows);
 }
 
+type WaitWithEvent = { wait: WaitRow; event: { id: number; type: string; occurredAt: Date } };
+
 /** A resolved wait with its resolution event (what a callback carries), in one query. */
-export async function findWaitWithEvent(q: Queryable, id: string): Promise<{ wait: WaitRow; event: { id: number; type: string; occurredAt: Date } } | undefined> {
-  const [row] = await q
+export async function findWaitWithEvent(db: Db, id: string): Promise<WaitWithEvent | undefined> {
+  return (await findWaitsWithEvents(db, [id]))[0];
+}
+
+function waitsWithEventsQuery(db: Db) {
+  return db
     .select({
       ...getTableColumns(waits),
       result: { sequence: signals.sequence, payload: signals.payload, receivedAt: signals.receivedAt },
@@ -82,28 +88,22 @@ export async function findWaitWithEvent(q: Queryable, id: string): Promise<{ wai
     .from(waits)
     .leftJoin(signals, eq(signals.id, waits.signalId))
     .innerJoin(events, eq(events.id, waits.resolutionEventId))
-    .where(eq(waits.id, id));
-  if (!row) return undefined;
-  const { event, ...wait } = row;
-  return { wait: normalise([wait])[0]!, event };
+    .where(sql`${waits.id} = any(array(select json_array_elements_text(${sql.placeholder("ids")}::json)))`)
+    .prepare("find_waits_with_events");
 }
+/** Built once per database handle: building a select of every column costs more than running it. */
+const waitsWithEvents = new WeakMap<Db, ReturnType<typeof waitsWithEventsQuery>>();
 
 /**
  * Several waits with their resolution events, in one query (the delivery engine reads a batch
- * of callbacks at once). Waits with no resolution event yet are left out.
+ * of callbacks at once): one statement text whatever the count (ids go as one JSON parameter),
+ * built once. Waits with no resolution event yet are left out.
  */
-export async function findWaitsWithEvents(q: Queryable, ids: string[]): Promise<Array<{ wait: WaitRow; event: { id: number; type: string; occurredAt: Date } }>> {
+export async function findWaitsWithEvents(db: Db, ids: string[]): Promise<WaitWithEvent[]> {
   if (ids.length === 0) return [];
-  const rows = await q
-    .select({
-      ...getTableColumns(waits),
-      result: { sequence: signals.sequence, payload: signals.payload, receivedAt: signals.receivedAt },
-      event: { id: events.id, type: events.type, occurredAt: events.occurredAt },
-    })
-    .from(waits)
-    .leftJoin(signals, eq(signals.id, waits.signalId))
-    .innerJoin(events, eq(events.id, waits.resolutionEventId))
-    .where(inArray(waits.id, ids));
+  let query = waitsWithEvents.get(db);
+  if (!query) waitsWithEvents.set(db, (query = waitsWithEventsQuery(db)));
+  const rows = await query.execute({ ids: JSON.stringify(ids) });
   const found = normalise(rows.map(({ event: _event, ...wait }) => wait));
   return found.map((wait, i) => ({ wait, event: rows[i]!.event }));
 }

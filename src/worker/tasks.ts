@@ -22,7 +22,8 @@ export interface TaskDeps extends Deps {
 
 /**
  * The outbound HTTP jobs (callbacks, notifications, sensor polls): they run in a runner of their
- * own, so an endpoint that hangs never holds a slot a timeout or a timer needs.
+ * own, so an endpoint that hangs never holds a slot a timeout or a timer needs, and all go
+ * through the delivery engine's endpoint gate, so one never holds a delivery slot for long either.
  */
 export function deliveryTaskList(deps: TaskDeps, engine: DeliveryEngine): TaskList {
   return {
@@ -30,10 +31,10 @@ export function deliveryTaskList(deps: TaskDeps, engine: DeliveryEngine): TaskLi
       await engine.deliver(Deliveries.parse(payload), helpers.abortSignal);
     },
     deliver_notification: async function deliverNotificationTask(payload, helpers) {
-      await deliverNotification(deps, ById.parse(payload).id, helpers.abortSignal);
+      await deliverNotification(deps, ById.parse(payload).id, helpers.abortSignal, engine);
     },
     poll_sensor: async function pollSensorTask(payload, helpers) {
-      await pollSensor(deps, ById.parse(payload).id, helpers.abortSignal);
+      await pollSensor(deps, ById.parse(payload).id, helpers.abortSignal, engine);
     },
   };
 }

@@ -119,6 +119,16 @@ describe("GET /waits/{id}/deliveries", () => {
     ]);
   });
 
+  it("credentials in the callback URL go as Basic auth, and never into the recorded endpoint", async () => {
+    const engine = await receiver(() => 204);
+    const withCredentials = engine.url.replace("http://", "http://engine%40ops:s3cr%3At@");
+    const id = await resolvedWait(app, "listed-userinfo", `${withCredentials}?token=abc`);
+    await settled(app, id, "delivered");
+    const [cb] = engine.received;
+    expect(cb!.headers.authorization).toBe(`Basic ${Buffer.from("engine@ops:s3cr:t").toString("base64")}`);
+    expect((await attemptsOf(app, id)).map((a) => a.callback_host)).toEqual([engine.host]);
+  });
+
   it("a wait with no callback has none; an unknown wait is 404", async () => {
     const { body: wait } = await openWait(app, "listed-none", { signal: "approval" });
     await intake(app, "listed-none", "approval", "{}");
@@ -396,5 +406,86 @@ describe("signalbox.record_delivery_attempt (no worker: the jobs it schedules st
     expect(Math.abs(next.delayS! - retryDelayS(BACKOFF_S, 1))).toBeLessThan(0.002);
     const latest = await sql()<Array<{ attempt: number }>>`select attempt from signalbox.delivery_attempts where wait_id = ${id} and latest`;
     expect(latest).toEqual([{ attempt: MAX + 1 }]);
+  });
+});
+
+describe("signalbox.record_delivery_attempts (a batch, set-based)", () => {
+  const sql = useTestSql();
+  const MAX = 2;
+  const BACKOFF_S = 1.5;
+
+  async function pendingWaits(prefix: string, n: number, attemptsBefore = 0): Promise<string[]> {
+    await sql()`insert into signalbox.runs (run_id) values (${`r-${prefix}`}) on conflict do nothing`;
+    const ids = Array.from({ length: n }, (_, i) => `wt_${prefix}_${i}`);
+    for (const id of ids) {
+      await sql()`
+        insert into signalbox.waits (id, run_id, signal, status, resolved_at, callback_url, resolution_event_id, delivery_status, delivery_attempts)
+        values (${id}, ${`r-${prefix}`}, 'approval', 'cancelled', now(), 'http://engine:9000/resume', 7, 'pending', ${attemptsBefore})`;
+      for (let a = 1; a <= attemptsBefore; a++) {
+        await sql()`
+          insert into signalbox.delivery_attempts (wait_id, attempt, event_id, started_at, duration_ms, status_code, error, outcome, callback_host, latest)
+          values (${id}, ${a}, 7, now(), 1, 503, 'HTTP 503', 'retry', 'engine:9000', ${a === attemptsBefore})`;
+      }
+    }
+    return ids;
+  }
+
+  const item = (wait_id: string, attempts_before: number, verdict: string, status_code: number | null) => ({
+    wait_id,
+    attempts_before,
+    verdict,
+    status_code,
+    error: verdict === "delivered" ? null : `HTTP ${status_code}`,
+    duration_ms: 3,
+    callback_host: "engine:9000",
+  });
+
+  /** What each wait and its attempts look like after recording (for comparing the batch with one by one). */
+  async function state(ids: string[]) {
+    const waits = await sql()`select id, delivery_status, delivery_attempts, delivery_last_error from signalbox.waits where id = any(${ids}) order by id`;
+    const attempts = await sql()`
+      select wait_id, attempt, status_code, error, outcome, latest, duration_ms from signalbox.delivery_attempts where wait_id = any(${ids}) order by wait_id, attempt`;
+    const jobs = await sql()`select key, task_identifier from graphile_worker.jobs where key = any(${ids.map((id) => `deliver:${id}`)}) order by key`;
+    return { waits, attempts, jobs: jobs.map((j) => ({ ...j, key: String(j.key).replace(/_(batch|single)_/, "_") })) };
+  }
+
+  it("records as record_delivery_attempt would one by one: delivered, retried, given up, rejected, a lost compare-and-set, a wait named twice", async () => {
+    const run = async (prefix: string, batch: boolean) => {
+      const [a, b, c, d, e] = await pendingWaits(`${prefix}_fresh`, 5);
+      const [f] = await pendingWaits(`${prefix}_later`, 1, 1);
+      const items = [
+        item(a!, 0, "delivered", 204),
+        item(b!, 0, "retry", 503),
+        item(c!, 0, "failed", 404),
+        item(d!, 1, "delivered", 200), // lost: its attempt count is 0
+        item(f!, 1, "retry", 503), // the round's last attempt: gives up
+        item(e!, 0, "retry", 500),
+      ];
+      const results =
+        batch ?
+          await sql()`select n, outcome, attempt, round_attempt from signalbox.record_delivery_attempts(${sql().json(items)}::json, ${MAX}, ${BACKOFF_S}) order by n`
+        : (
+            await Promise.all(
+              items.map(async (it, i) =>
+                (
+                  await sql()`select ${i + 1}::int as n, outcome, attempt, round_attempt from signalbox.record_delivery_attempt(
+                    ${it.wait_id}, ${it.attempts_before}, ${it.verdict}, ${it.status_code}, ${it.error}, ${it.duration_ms}, ${it.callback_host}, ${MAX}, ${BACKOFF_S})`
+                ).map((r) => ({ ...r })),
+              ),
+            )
+          ).flat();
+      return { results: results.map((r) => ({ ...r })), state: await state([a!, b!, c!, d!, e!, f!]) };
+    };
+    const one = await run("single", false);
+    const batch = await run("batch", true);
+    expect(batch.results).toEqual(one.results);
+    expect(batch.results.map((r) => r.outcome)).toEqual(["delivered", "retry", "failed", "failed", "retry"]);
+    const strip = (s: Awaited<ReturnType<typeof state>>) => JSON.parse(JSON.stringify(s).replace(/_(batch|single)_/g, "_"));
+    expect(strip(batch.state)).toEqual(strip(one.state));
+
+    // A wait named twice in one call: the first item is recorded, the second loses its compare-and-set.
+    const [g] = await pendingWaits("twice", 1);
+    const twice = await sql()`select n, outcome, attempt from signalbox.record_delivery_attempts(${sql().json([item(g!, 0, "retry", 503), item(g!, 0, "delivered", 200)])}::json, ${MAX}, ${BACKOFF_S})`;
+    expect(twice.map((r) => ({ ...r }))).toEqual([{ n: 1, outcome: "retry", attempt: 1 }]);
   });
 });

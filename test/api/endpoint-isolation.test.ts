@@ -139,3 +139,33 @@ describe("an endpoint that keeps failing", () => {
     await healthy.waitFor(1);
   });
 });
+
+describe("a hung notify_url or sensor", () => {
+  it("holds no delivery slot for its time limit: with one slot, both hang at once and a callback still goes", async () => {
+    // One delivery slot, and a sensor's time limit of a minute: a job that waited on its
+    // request would hold the slot for 10 s (the notification) or 60 s (the sensor poll).
+    const one = await startTestApp({ env: { SIGNALBOX_DELIVERY_CONCURRENCY: "1", SIGNALBOX_SENSOR_TIMEOUT_MS: "60000" } });
+    closers.unshift(() => one.close()); // closed first: it aborts its requests in flight to the hung endpoint
+    const hung = await hungEndpoint();
+    const healthy = await receiver(() => 204);
+    await declareType(one, "hung-notify", { auth: { scheme: "none" }, notify_url: hung.url });
+    await declareType(one, "approval");
+
+    await openWait(one, "notified", { signal: "hung-notify" }, 201);
+    await openWait(one, "sensed", { signal: "ready", sensor: { url: hung.url, interval_s: 60, max_polls: 3 } }, 201);
+    // Both requests in flight together: each job let go of its own.
+    await waitFor("the notification and the sensor poll in flight at once", () => hung.stats().inFlight, { until: (n) => n >= 2, timeoutMs: 20_000 });
+
+    const { body: wait } = await openWait(one, "called-back", { signal: "approval", callback_url: healthy.url }, 201);
+    expect((await intake(one, "called-back", "approval", "{}")).status).toBe(202);
+    const [cb] = await healthy.waitFor(1, 20_000);
+    expect(cb!.json.wait.id).toBe(wait.id);
+    const text = await (await fetch(`${one.baseUrl}/metrics`)).text();
+    expect(text).toMatch(/signalbox_deliveries_deferred_total\{reason="slow_endpoint"\} [2-9]/);
+    // Neither is lost: each is still owed (a job due after its limit).
+    const [notification] = await one.database.sql`select status from signalbox.notifications where wait_id in (select id from signalbox.waits where run_id = 'notified')`;
+    expect(notification?.status).toBe("pending");
+    const jobs = await one.database.sql`select key from graphile_worker.jobs where key like 'notify:%' or key like 'sensor:%'`;
+    expect(jobs.map((j) => String(j.key).split(":")[0]).sort()).toEqual(["notify", "sensor"]);
+  });
+});

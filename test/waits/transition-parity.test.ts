@@ -39,8 +39,8 @@ beforeAll(async () => {
   app = await startTestApp();
   engine = await startCallbackReceiver();
   listener = postgres(app.databaseUrl, { max: 1, onnotice: () => {} });
-  await listener.listen(WAIT_CHANGED_CHANNEL, (id) => {
-    notified.add(id);
+  await listener.listen(WAIT_CHANGED_CHANNEL, (ids) => {
+    for (const id of ids.split(",")) notified.add(id);
   });
   sensorTarget = createServer((req, res) => {
     res.statusCode = req.url === "/ready" ? 200 : 500;

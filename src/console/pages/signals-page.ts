@@ -4,7 +4,7 @@ import { findSignals, toSignalResource } from "../../signals/list-signals.ts";
 import { REDRIVABLE_OUTCOMES } from "../../signals/redrive-signal.ts";
 import { RECORD_OUTCOMES, type RecordOutcome } from "../../signals/signal-outcome.ts";
 import { CONSOLE, csrfField, notice, page, prettyJson, runLink, scrollTable, when, type Html, type PageFrame } from "../layout.ts";
-import { RUN_ID, SIGNAL_ID, SIGNAL_NAME } from "../query-values.ts";
+import { filterText, parseSignalAndRun, SIGNAL_ID } from "../query-values.ts";
 
 const PAGE_SIZE = 50;
 /** The outcome filter's value for every rejection at once: the dead letters. */
@@ -24,7 +24,7 @@ export interface SignalsQuery {
 export function parseSignalsQuery(params: URLSearchParams): { query: SignalsQuery; problems: string[] } {
   const problems: string[] = [];
   const query: SignalsQuery = {};
-  const text = (name: string) => params.get(name)?.trim() || undefined;
+  const text = (name: string) => filterText(params, name);
   const outcome = text("outcome");
   if (outcome === DEAD_LETTERS) query.outcome = DEAD_LETTERS;
   else if (outcome !== undefined) {
@@ -32,12 +32,7 @@ export function parseSignalsQuery(params: URLSearchParams): { query: SignalsQuer
     if (found) query.outcome = found;
     else problems.push("Outcome: one of the outcomes listed.");
   }
-  const signal = text("signal");
-  if (signal !== undefined && SIGNAL_NAME.test(signal)) query.signal = signal;
-  else if (signal !== undefined) problems.push("Signal: 1 to 100 characters from A-Z a-z 0-9 . _ -, starting with a letter or digit.");
-  const run = text("run");
-  if (run !== undefined && RUN_ID.test(run)) query.run = run;
-  else if (run !== undefined) problems.push("Run: 1 to 200 characters from A-Z a-z 0-9 . _ : @ -.");
+  Object.assign(query, parseSignalAndRun(params, problems));
   const cursor = text("cursor");
   if (cursor !== undefined) query.cursor = cursor;
   return { query, problems };

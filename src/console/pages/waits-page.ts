@@ -3,7 +3,7 @@ import type { Deps } from "../../deps.ts";
 import { findWaits } from "../../waits/find-waits.ts";
 import type { WaitResource } from "../../waits/wait-view.ts";
 import { CONSOLE, duration, metadataList, notice, page, runLink, scrollTable, when, type Html, type PageFrame } from "../layout.ts";
-import { parseInstant, parseMetadataPairs, RUN_ID, SIGNAL_NAME, toInputInstant } from "../query-values.ts";
+import { filterText, parseInstant, parseMetadataPairs, parseSignalAndRun, toInputInstant } from "../query-values.ts";
 
 export const WAIT_KINDS = ["external", "timer", "sensor", "all", "any"] as const;
 const PAGE_SIZE = 50;
@@ -23,16 +23,8 @@ export interface WaitsQuery {
 export function parseWaitsQuery(params: URLSearchParams): { query: WaitsQuery; problems: string[] } {
   const problems: string[] = [];
   const query: WaitsQuery = { metadata: [] };
-  const text = (name: string) => {
-    const v = params.get(name)?.trim();
-    return v === undefined || v === "" ? undefined : v;
-  };
-  const signal = text("signal");
-  if (signal !== undefined && SIGNAL_NAME.test(signal)) query.signal = signal;
-  else if (signal !== undefined) problems.push("Signal: 1 to 100 characters from A-Z a-z 0-9 . _ -, starting with a letter or digit.");
-  const run = text("run");
-  if (run !== undefined && RUN_ID.test(run)) query.run = run;
-  else if (run !== undefined) problems.push("Run: 1 to 200 characters from A-Z a-z 0-9 . _ : @ -.");
+  const text = (name: string) => filterText(params, name);
+  Object.assign(query, parseSignalAndRun(params, problems));
   query.metadata = parseMetadataPairs(params, problems);
   for (const [name, field, label] of [["deadline_before", "deadlineBefore", "Times out before"], ["deadline_after", "deadlineAfter", "Times out after"]] as const) {
     const v = text(name);
