@@ -10,6 +10,7 @@ import { parseEventId } from "../events/events.queries.ts";
 import { clientAddress, proxyList } from "../http/rate-limit.ts";
 import { cancelRun, pauseRun, resumeRun } from "../runs/control-run.ts";
 import { redeliverWait } from "../waits/cancel-wait.ts";
+import { redriveSignal } from "../signals/redrive-signal.ts";
 import { runEventStream } from "../runs/run-event-stream.ts";
 import { answerApproval } from "./answer-approval.ts";
 import { ASSETS } from "./assets.ts";
@@ -19,11 +20,11 @@ import { deliveriesPage, deliveriesUrl, parseDeliveriesQuery } from "./pages/del
 import { errorPage } from "./pages/error-page.ts";
 import { overviewPage } from "./pages/overview-page.ts";
 import { runPage, runPath } from "./pages/run-page.ts";
-import { signalsPage } from "./pages/signals-page.ts";
+import { parseSignalsQuery, signalsPage, signalsUrl } from "./pages/signals-page.ts";
 import { signInPage } from "./pages/sign-in-page.ts";
 import { signalTypePage, signalTypesPage } from "./pages/signal-types-page.ts";
 import { waitsPage } from "./pages/waits-page.ts";
-import { RUN_ID, SIGNAL_NAME } from "./query-values.ts";
+import { RUN_ID, SIGNAL_ID, SIGNAL_NAME } from "./query-values.ts";
 import { redeliverMatching } from "./redeliver-matching.ts";
 import { securityHeaders } from "./security-headers.ts";
 import { SESSION_COOKIE, SessionKeys, type Session } from "./session.ts";
@@ -199,8 +200,16 @@ export function consoleRouter(deps: ConsoleDeps) {
   });
 
   app.get("/signals", async (c) => {
-    const shown = await signalsPage(deps, new URL(c.req.url).searchParams, frameOf(c));
+    const shown = await signalsPage(deps, new URL(c.req.url).searchParams, { ...frameOf(c), csrf: c.get("csrf") });
     return render(c, shown.body, shown.status);
+  });
+  // A dead letter sent again through the verb of POST /signals/redrive; the form sends the page's filter back.
+  app.post("/signals/:id/redrive", async (c) => {
+    const id = c.req.param("id");
+    if (!SIGNAL_ID.test(id)) throw new BadRequestError("a signal id is sg_ followed by letters and digits");
+    const { query } = parseSignalsQuery(c.get("form"));
+    const answer = await redriveSignal(deps, id);
+    return c.redirect(signalsUrl(query, { redriven: answer.outcome, ...(answer.signal_id ? { as: answer.signal_id } : {}) }), 303);
   });
 
   app.get("/deliveries", async (c) => {

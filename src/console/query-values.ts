@@ -1,6 +1,8 @@
 /** What the API accepts for a run id and a signal name (API.md, Conventions). */
 export const RUN_ID = /^[A-Za-z0-9._:@-]{1,200}$/;
 export const SIGNAL_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
+/** A signal record's id, as src/core/ids.ts makes them. */
+export const SIGNAL_ID = /^sg_[0-9a-z]{1,60}$/;
 
 const LOCAL = /^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2})(:\d{2})?$/;
 const RFC3339 = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/i;

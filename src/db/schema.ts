@@ -160,6 +160,11 @@ export const signals = signalbox.table(
      * one is shown as `expired` at once, and the retention job marks it so (src/retention).
      */
     bufferExpiresAt: tz("buffer_expires_at"),
+    /**
+     * A redriven dead letter (POST /signals/redrive): the record this attempt sent again. No
+     * foreign key: retention may purge the original first (it is older).
+     */
+    redrivenFrom: text("redriven_from"),
   },
   (t) => [
     check("signals_accepted_have_sequence", sql`(${t.outcome} in ('received', 'buffered', 'expired')) = (${t.sequence} is not null)`),
@@ -186,6 +191,8 @@ export const signals = signalbox.table(
     index("signals_buffer_expiry").on(t.bufferExpiresAt).where(sql`${t.outcome} = 'buffered' and ${t.waitId} is null`),
     // Rejected signals of one type, oldest first: past the per-type cap the oldest are purged.
     index("signals_rejected_by_type").on(t.signal, t.receivedAt).where(sql`${t.sequence} is null`),
+    // A signal is redriven at most once: a database fact, whatever races the verb loses.
+    uniqueIndex("signals_redriven_from").on(t.redrivenFrom).where(sql`${t.redrivenFrom} is not null`),
   ],
 );
 

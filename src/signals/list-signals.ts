@@ -1,10 +1,10 @@
 import type { Deps } from "../deps.ts";
 import { parseJsonText } from "../core/json-text.ts";
 import { decodeCursor, page } from "../core/pagination.ts";
-import { listSignals, type SignalFilter, type SignalRow } from "./signals.queries.ts";
+import { listSignals, type ListedSignal, type SignalFilter } from "./signals.queries.ts";
 import type { RecordOutcome } from "./signal-outcome.ts";
 
-export function toSignalResource(s: SignalRow) {
+export function toSignalResource(s: ListedSignal) {
   return {
     id: s.id,
     run_id: s.runId,
@@ -17,6 +17,8 @@ export function toSignalResource(s: SignalRow) {
     validation_errors: (s.validationErrors as Array<{ path: string; message: string }> | null) ?? null,
     wait_id: s.waitId,
     received_at: s.receivedAt.toISOString(),
+    redriven_from: s.redrivenFrom,
+    redriven_as: s.redrivenAs,
   };
 }
 

@@ -56,15 +56,22 @@ export interface SignalFilter {
 const expiredNow = sql`(${signals.outcome} = 'buffered' and ${signals.waitId} is null and ${signals.bufferExpiresAt} <= now())`;
 
 /** The outcome a signal record shows. */
-const shownOutcome = sql<string>`case when ${expiredNow} then 'expired' else ${signals.outcome} end`;
+export const shownOutcome = sql<string>`case when ${expiredNow} then 'expired' else ${signals.outcome} end`;
 
-function outcomeIs(outcome: string): SQL {
+export function outcomeIs(outcome: string): SQL {
   if (outcome === "expired") return or(eq(signals.outcome, "expired"), expiredNow)!;
   if (outcome === "buffered") return sql`${signals.outcome} = 'buffered' and not ${expiredNow}`;
   return eq(signals.outcome, outcome);
 }
 
-export async function listSignals(q: Queryable, f: SignalFilter, limit: number): Promise<SignalRow[]> {
+/** The record that redrove this one, if any (a probe of the unique index on redriven_from). */
+// Spelled out: drizzle leaves a column unqualified in a one-table select, where inside this
+// subquery `id` would be r's own.
+const redrivenAs = sql<string | null>`(select r.id from signalbox.signals r where r.redriven_from = "signals"."id")`;
+
+export type ListedSignal = SignalRow & { redrivenAs: string | null };
+
+export async function listSignals(q: Queryable, f: SignalFilter, limit: number): Promise<ListedSignal[]> {
   const conditions: SQL[] = [];
   if (f.runId !== undefined) conditions.push(eq(signals.runId, f.runId));
   if (f.signal !== undefined) conditions.push(eq(signals.signal, f.signal));
@@ -77,7 +84,7 @@ export async function listSignals(q: Queryable, f: SignalFilter, limit: number):
   }
   const order = f.newestFirst ? desc : asc;
   return q
-    .select({ ...getTableColumns(signals), outcome: shownOutcome })
+    .select({ ...getTableColumns(signals), outcome: shownOutcome, redrivenAs })
     .from(signals)
     .where(and(...conditions))
     .orderBy(order(signals.receivedAt), order(signals.id))

@@ -11,6 +11,9 @@ import { sendSignal } from "./send-signal.ts";
 import { sendSignalBatch } from "./send-signal-batch.ts";
 import { findSignals } from "./list-signals.ts";
 import { OUTCOME_STATUS, OUTCOMES, RECORD_OUTCOMES, type IntakeAnswer } from "./signal-outcome.ts";
+import { redriveSignal } from "./redrive-signal.ts";
+import { redriveMatching } from "./redrive-matching.ts";
+import { RedriveBody, RedriveResultSchema, RedrivenSchema } from "./redrive.schemas.ts";
 
 const AcceptedSchema = z
   .object({
@@ -39,6 +42,8 @@ const SignalRecordSchema = z
     validation_errors: z.array(z.object({ path: z.string(), message: z.string() })).nullable(),
     wait_id: z.string().nullable(),
     received_at: z.string().datetime({ offset: true }),
+    redriven_from: z.string().nullable().openapi({ description: "Set on a redrive (POST /signals/redrive): the dead letter this record sent again" }),
+    redriven_as: z.string().nullable().openapi({ description: "Set on a dead letter that was redriven: the record of the new attempt (a signal is redriven at most once)" }),
   })
   .openapi("SignalRecord");
 
@@ -177,6 +182,42 @@ const list = createRoute({
   responses: { 200: json(listOf(SignalRecordSchema, "SignalList"), "A page of signals"), ...commonProblems },
 });
 
+const redrive = createRoute({
+  method: "post",
+  path: "/signals/redrive",
+  operationId: "redriveSignals",
+  summary: "Send dead letters again: one signal (its intake answer) or every match of a filter (counts)",
+  description: [
+    "With `signal_id`, sends that signal's stored payload again to the same run and signal name, through intake like any signal, and answers with the intake outcome of the new attempt: its usual status and body, plus `redriven_from`. The new record in the signal log carries `redriven_from`, and the dead letter shows `redriven_as`.",
+    "A signal can be redriven when it is `rejected_not_waiting`, `expired` (buffered, its `buffer_ttl_s` passed before a wait took it) or `rejected_invalid_payload`; others are 409 `not_redrivable`. A signal is redriven at most once: again (or a concurrent second request) is 409 `already_redriven`, naming the record in `redriven_as`. A new attempt that is rejected again is itself a dead letter that may be redriven.",
+    "A rejected signal keeps its payload only up to 4,096 bytes (larger ones keep their size, `payload_bytes`, and digest): such a signal cannot be redriven, 422 `payload_not_kept`.",
+    "Signatures are not checked again (the signal was authenticated when it first came, and this call needs a management token); the payload is checked against the signal type's current schema, so a payload rejected by an older schema can pass now. The sender's idempotency key goes with the payload: when a signal with that key was accepted since, the answer is that signal's `duplicate` (200) and nothing is sent twice (nothing new is recorded, so such a redrive answers the same again). An expired signal keeps its key, and its copy is sent without one.",
+    "With `filter`, redrives every dead letter that matches (all of `outcome`, `signal`, `run`, and received before `before`; `outcome` unset takes `rejected_not_waiting` and `expired`), oldest first, one after the other, at most 10,000 per request (`more` is then true: send the same request again). Only signals received before the request began are taken, so a request never redrives its own new dead letters. It answers counts: `outcomes` of the new attempts, and matches `skipped`.",
+  ].join("\n\n"),
+  tags: ["Signals"],
+  security: bearerSecurity,
+  request: {
+    body: {
+      content: { "application/json": { schema: RedriveBody, example: { filter: { outcome: "rejected_not_waiting", signal: "manager-approval", before: "2026-11-24T10:00:00Z" } } } },
+      required: true,
+    },
+  },
+  responses: {
+    200: json(z.union([RedrivenSchema, RedriveResultSchema]), "With `filter`: the counts (`RedriveResult`). With `signal_id`: a `duplicate` answer (`SignalRedriven`)"),
+    202: json(RedrivenSchema, "With `signal_id`: the new attempt was received or buffered"),
+    400: problems[400],
+    401: problems[401],
+    404: problem("No signal with that id (a `Problem`), or the new attempt was `rejected_unknown_signal`: its signal type is gone (an `IntakeProblem`)", z.union([ProblemSchema, IntakeProblemSchema])),
+    409: problem(
+      "`already_redriven` (with `redriven_as`) or `not_redrivable` (a `Problem`); or the new attempt was rejected_not_waiting, rejected_not_active or rejected_idempotency_conflict (an `IntakeProblem` with `signal_id` and `redriven_from`)",
+      z.union([ProblemSchema, IntakeProblemSchema]),
+    ),
+    422: problem("`payload_not_kept` (a `Problem`), or the new attempt was rejected_invalid_payload (an `IntakeProblem` with `validation_errors`)", z.union([ProblemSchema, IntakeProblemSchema])),
+    500: problems[500],
+    503: problems[503],
+  },
+});
+
 export interface SignalsRouterDeps extends Deps {
   metrics: Metrics;
   isManagementToken(token: string | undefined): Promise<boolean>;
@@ -191,7 +232,22 @@ export function signalsRouter(deps: SignalsRouterDeps) {
       return c.json({ results }, 200);
     })
     .openapi(listForRun, async (c) => c.json(await findSignals(deps, { runId: c.req.valid("param").run, ...c.req.valid("query") }), 200))
-    .openapi(list, async (c) => c.json(await findSignals(deps, c.req.valid("query")), 200));
+    .openapi(list, async (c) => c.json(await findSignals(deps, c.req.valid("query")), 200))
+    .openapi(redrive, async (c) => {
+      const body = c.req.valid("json");
+      if (body.signal_id !== undefined) {
+        const answer = await redriveSignal(deps, body.signal_id);
+        return intakeResponse(c, answer) as never;
+      }
+      const { outcome, signal, run, before } = body.filter!;
+      const summary = await redriveMatching(deps, {
+        ...(outcome !== undefined ? { outcome } : {}),
+        ...(signal !== undefined ? { signal } : {}),
+        ...(run !== undefined ? { runId: run } : {}),
+        ...(before !== undefined ? { before } : {}),
+      });
+      return c.json(summary, 200);
+    });
   app.openAPIRegistry.registerPath(intake);
   app.post("/signals/:run/:signal", async (c) => {
     const params = IntakeParams.safeParse(c.req.param());

@@ -25,7 +25,7 @@ let otherEngine: Awaited<ReturnType<typeof startCallbackReceiver>>;
 let firstId: string;
 let otherId: string;
 
-type WaitBody = { delivery: { status: string; attempts: number } };
+type WaitBody = { status: string; delivery: { status: string; attempts: number } };
 const getWait = async (id: string) => (await (await app.api(`/waits/${id}`)).json()) as WaitBody;
 const hostOf = (url: string) => new URL(url).host;
 
@@ -179,6 +179,34 @@ describe("the signal log over HTTP", () => {
     expect(outcomesIn(second)).toHaveLength(2);
     expect(second).toContain("&quot;n&quot;: 0");
     expect(second).not.toContain('rel="next"');
+  });
+});
+
+describe("redrive from the signal log over HTTP", () => {
+  it("a dead letter's Redrive button sends it again (the verb of POST /signals/redrive), once, and only with the session's CSRF token", async () => {
+    const dead = await intake(app, "order-20", "approval", JSON.stringify({ response: "approve" }));
+    expect(dead.status).toBe(409);
+    const id = dead.body!.signal_id as string;
+    const { body: wait } = await openWait(app, "order-20", { signal: "approval" }, 201);
+    const action = `/console/signals/${id}/redrive`;
+    expect(await (await client.get("/console/signals?run=order-20")).text()).toContain(`action="${action}"`);
+
+    expect((await client.post(action, { _csrf: "forged", run: "order-20" })).status).toBe(403);
+    expect(((await (await app.api("/runs/order-20/signals")).json()) as { items: Array<{ redriven_as: string | null }> }).items[0]!.redriven_as).toBeNull();
+
+    const res = await client.post(action, { run: "order-20" });
+    expect(res.status).toBe(303);
+    const location = new URL(res.headers.get("location")!, app.baseUrl);
+    expect(Object.fromEntries(location.searchParams)).toEqual({ run: "order-20", redriven: "received", as: expect.stringMatching(/^sg_/) });
+    const after = await (await client.get(location.pathname + location.search)).text();
+    expect(after).toContain(`Sent again: received (${location.searchParams.get("as")})`);
+    expect(after).toContain(`redriven as <span class="mono">${location.searchParams.get("as")}</span>`);
+    expect(after).not.toContain(`action="${action}"`);
+    expect(await getWait(wait.id)).toMatchObject({ status: "received" });
+
+    const again = await client.post(action, { run: "order-20" });
+    expect(again.status).toBe(409);
+    expect(await again.text()).toContain("was already redriven");
   });
 });
 

@@ -14,6 +14,8 @@ import type {
   ListDeliveriesQuery,
   ListSignalsQuery,
   OpenWait,
+  RedriveFilter,
+  RedriveResult,
   Run,
   RunControl,
   RunEvent,
@@ -22,6 +24,7 @@ import type {
   SignalBatch,
   SignalBatchResults,
   SignalList,
+  SignalRedriven,
   SignalType,
   SignalTypeInput,
   SignalTypeList,
@@ -128,6 +131,19 @@ export function createClient(options: ClientOptions) {
       call(() => api.GET("/signals", { params: { query }, signal: o.signal }), o.signal),
     ofRun: (runId: string, query: { limit?: number; cursor?: string } = {}, o: CallOptions = {}): Promise<SignalList> =>
       call(() => api.GET("/runs/{run}/signals", { params: { ...run(runId), query }, signal: o.signal }), o.signal),
+    /**
+     * Sends a dead letter (`rejected_not_waiting`, `expired`, `rejected_invalid_payload`) again, at
+     * most once. Resolves with the new attempt's intake answer (`received`, `buffered`, or
+     * `duplicate`); a new attempt that is rejected again throws a `SignalboxProblem` whose body has
+     * its `outcome`, `signal_id` and `redriven_from`, as do `already_redriven`, `not_redrivable` and
+     * `payload_not_kept` (without an `outcome`). Not retried by the client; resending after a lost
+     * answer is safe, though: a redrive that got through makes it `already_redriven`, naming it.
+     */
+    redrive: (signalId: string, o: CallOptions = {}): Promise<SignalRedriven> =>
+      call(() => api.POST("/signals/redrive", { body: { signal_id: signalId }, signal: o.signal }), o.signal) as Promise<SignalRedriven>,
+    /** Redrives every dead letter matching the filter (at most 10,000 a call: `more` says if any are left). */
+    redriveMatching: (filter: RedriveFilter, o: CallOptions = {}): Promise<RedriveResult> =>
+      call(() => api.POST("/signals/redrive", { body: { filter }, signal: o.signal }), o.signal) as Promise<RedriveResult>,
   };
 
   const signalTypes = {

@@ -206,3 +206,32 @@ describe("signalbox deliveries ls and redeliver", () => {
     }
   });
 });
+
+describe("signalbox redrive", () => {
+  it("sends one dead letter again (the SDK's signals.redrive), then refuses it a second time; by filter it prints counts", async () => {
+    await client.signalTypes.put("late-cli", { auth: { scheme: "none" } });
+    const rejected = async (run: string) => {
+      const res = await fetch(`${app.baseUrl}/signals/${run}/late-cli`, { method: "POST", headers: { "content-type": "application/json" }, body: '{"n": 1}' });
+      return ((await res.json()) as { signal_id: string }).signal_id;
+    };
+    const dead = await rejected("cli-rd-1");
+    const wait = await client.waits.open("cli-rd-1", { signal: "late-cli" });
+
+    const once = await cli(["redrive", dead]);
+    expect(once.code, once.stderr).toBe(0);
+    expect(once.stdout).toMatch(new RegExp(`^outcome +received\nsignal +sg_\\w+\nsequence +1\nwait +${wait.id}\nredriven from +${dead}\n$`));
+    const again = await cli(["redrive", dead, "--json"]);
+    expect(again.code).toBe(1);
+    expect(JSON.parse(again.stdout)).toMatchObject({ status: 409, title: "already_redriven" });
+
+    await rejected("cli-rd-2");
+    await rejected("cli-rd-3");
+    const bulk = await cli(["redrive", "--signal", "late-cli", "--json"]);
+    expect(JSON.parse(bulk.stdout)).toEqual({ redriven: 2, outcomes: { rejected_not_waiting: 2 }, skipped: { payload_not_kept: 0, already_redriven: 0 }, more: false });
+    expect(await client.signals.redriveMatching({ signal: "late-cli", outcome: "expired" })).toMatchObject({ redriven: 0 });
+
+    expect(await cli(["redrive"])).toMatchObject({ code: 2, stderr: expect.stringContaining("give a signal id") });
+    expect(await cli(["redrive", dead, "--run", "x"])).toMatchObject({ code: 2, stderr: expect.stringContaining("not both") });
+    expect(await cli(["redrive", "--outcome", "received"])).toMatchObject({ code: 2, stderr: expect.stringContaining("--outcome must be one of") });
+  });
+});

@@ -6,7 +6,7 @@ import { freePort } from "../../../src/core/free-port.ts";
 import { API_KEY, startTestApp, type TestApp } from "../../../test/helpers/test-app.ts";
 import { runCli } from "./helpers/run-cli.ts";
 
-const COMMANDS = [["start"], ["types", "apply"], ["waits", "ls"], ["waits", "show"], ["send"], ["tail"], ["deliveries", "ls"], ["redeliver"]];
+const COMMANDS = [["start"], ["types", "apply"], ["waits", "ls"], ["waits", "show"], ["send"], ["tail"], ["deliveries", "ls"], ["redeliver"], ["redrive"]];
 
 describe("signalbox --help and usage errors", () => {
   it("lists every command and the exit codes", async () => {

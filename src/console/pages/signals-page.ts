@@ -1,9 +1,10 @@
 import { html } from "hono/html";
 import type { Deps } from "../../deps.ts";
 import { findSignals, toSignalResource } from "../../signals/list-signals.ts";
+import { REDRIVABLE_OUTCOMES } from "../../signals/redrive-signal.ts";
 import { RECORD_OUTCOMES, type RecordOutcome } from "../../signals/signal-outcome.ts";
-import { CONSOLE, notice, page, prettyJson, runLink, scrollTable, when, type Html, type PageFrame } from "../layout.ts";
-import { filterText, parseSignalAndRun } from "../query-values.ts";
+import { CONSOLE, csrfField, notice, page, prettyJson, runLink, scrollTable, when, type Html, type PageFrame } from "../layout.ts";
+import { filterText, parseSignalAndRun, SIGNAL_ID } from "../query-values.ts";
 
 const PAGE_SIZE = 50;
 /** The outcome filter's value for every rejection at once: the dead letters. */
@@ -37,17 +38,27 @@ export function parseSignalsQuery(params: URLSearchParams): { query: SignalsQuer
   return { query, problems };
 }
 
-function signalsUrl(q: SignalsQuery): string {
+export function signalsUrl(q: SignalsQuery, extra: Record<string, string> = {}): string {
   const p = new URLSearchParams();
   if (q.outcome) p.set("outcome", q.outcome);
   if (q.signal) p.set("signal", q.signal);
   if (q.run) p.set("run", q.run);
   if (q.cursor) p.set("cursor", q.cursor);
+  for (const [k, v] of Object.entries(extra)) p.set(k, v);
   return `${CONSOLE}/signals?${p}`;
 }
 
+/** What the redirect after a redrive says: the new attempt's outcome and record. */
+function redriveNotice(params: URLSearchParams): Html | string {
+  const outcome = RECORD_OUTCOMES.find((o) => o === params.get("redriven"));
+  const id = params.get("as") ?? "";
+  if (!outcome || !SIGNAL_ID.test(id)) return "";
+  const accepted = outcome === "received" || outcome === "buffered" || outcome === "duplicate";
+  return notice(accepted ? "ok" : "error", `Sent again: ${outcome} (${id}).${accepted ? "" : " It is a new dead letter, which can be redriven in turn."}`);
+}
+
 /** The signal log, newest first: the same verb (and records) as GET /signals and GET /runs/{run}/signals. */
-export async function signalsPage(deps: Pick<Deps, "db">, params: URLSearchParams, frame: Omit<PageFrame, "title">): Promise<{ status: 200 | 400; body: Html }> {
+export async function signalsPage(deps: Pick<Deps, "db">, params: URLSearchParams, frame: Omit<PageFrame, "title"> & { csrf: string }): Promise<{ status: 200 | 400; body: Html }> {
   const { query, problems } = parseSignalsQuery(params);
   const f = { ...frame, title: "Signal log", section: "signals" as const };
   if (problems.length > 0) return { status: 400, body: page(f, html`<h1>Signal log</h1>${problems.map((p) => notice("error", p))}${filterForm(query)}`) };
@@ -60,7 +71,8 @@ export async function signalsPage(deps: Pick<Deps, "db">, params: URLSearchParam
     ...(query.cursor ? { cursor: query.cursor } : {}),
   });
   const body = html`<h1>Signal log</h1>
-<p class="sub">Every signal that passed authentication, accepted or rejected, newest first. Rejections are the dead letters.</p>
+<p class="sub">Every signal that passed authentication, accepted or rejected, newest first. Rejections are the dead letters: one with no open wait, expired, or with a payload its schema refused can be redriven (sent again, once).</p>
+${redriveNotice(params)}
 ${filterForm(query)}
 ${found.items.length === 0
     ? html`<p>No signal matches.</p>`
@@ -69,25 +81,37 @@ ${found.items.length === 0
         html`<table>
 <caption>Signals, newest first${query.cursor ? " (continued)" : ""}</caption>
 <thead><tr><th scope="col">Received</th><th scope="col">Run</th><th scope="col">Signal</th><th scope="col">Outcome</th><th scope="col">Payload</th><th scope="col">Validation errors</th></tr></thead>
-<tbody>${found.items.map(signalRow)}</tbody>
+<tbody>${found.items.map((item) => signalRow(item, query, frame.csrf))}</tbody>
 </table>`,
       )}
 ${found.next_cursor ? html`<p><a href="${signalsUrl({ ...query, cursor: found.next_cursor })}" rel="next">Older ${PAGE_SIZE}</a></p>` : ""}`;
   return { status: 200, body: page(f, body) };
 }
 
-function signalRow(s: SignalRecord): Html {
+function signalRow(s: SignalRecord, q: SignalsQuery, csrf: string): Html {
   const rejected = !KEPT.has(s.outcome);
   return html`<tr>
 <td>${when(s.received_at)}<div class="sub mono">${s.id}</div></td>
 <td>${runLink(s.run_id)}</td>
 <td>${s.signal}${s.sequence !== null ? html`<div class="sub">#${s.sequence}</div>` : ""}</td>
-<td><span class="outcome${rejected ? " outcome-rejected" : ""}">${s.outcome}</span>${s.idempotency_key ? html`<div class="sub">key ${s.idempotency_key}</div>` : ""}</td>
+<td><span class="outcome${rejected ? " outcome-rejected" : ""}">${s.outcome}</span>${s.idempotency_key ? html`<div class="sub">key ${s.idempotency_key}</div>` : ""}${redriveCell(s, q, csrf)}</td>
 <td>${payloadCell(s)}</td>
 <td>${s.validation_errors && s.validation_errors.length > 0
     ? html`<ul class="errors">${s.validation_errors.map((e) => html`<li><code>${e.path === "" ? "(root)" : e.path}</code> ${e.message}</li>`)}</ul>`
     : "—"}</td>
 </tr>`;
+}
+
+/** Where a record stands with redrive: sent again as, sent again from, or a button to send it again. */
+function redriveCell(s: SignalRecord, q: SignalsQuery, csrf: string): Html | string {
+  const from = s.redriven_from ? html`<div class="sub">redriven from <span class="mono">${s.redriven_from}</span></div>` : "";
+  if (s.redriven_as) return html`${from}<div class="sub">redriven as <span class="mono">${s.redriven_as}</span></div>`;
+  if (!(REDRIVABLE_OUTCOMES as readonly string[]).includes(s.outcome) || s.payload === null) return from;
+  // The filter goes back with the form, so the redirect returns to this view.
+  return html`${from}<form method="post" action="${CONSOLE}/signals/${s.id}/redrive">
+${csrfField(csrf)}${q.outcome ? html`<input type="hidden" name="outcome" value="${q.outcome}">` : ""}${q.signal ? html`<input type="hidden" name="signal" value="${q.signal}">` : ""}${q.run ? html`<input type="hidden" name="run" value="${q.run}">` : ""}
+<button type="submit" aria-label="Redrive ${s.id}">Redrive</button>
+</form>`;
 }
 
 function payloadCell(s: SignalRecord): Html | string {

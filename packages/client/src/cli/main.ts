@@ -8,6 +8,7 @@ import { SignalboxConnectionError, SignalboxProblem } from "../problem.ts";
 import type { Command } from "./command.ts";
 import { deliveriesLs } from "./commands/deliveries-ls.ts";
 import { redeliver } from "./commands/redeliver.ts";
+import { redrive } from "./commands/redrive.ts";
 import { send } from "./commands/send.ts";
 import { start } from "./commands/start.ts";
 import { tail } from "./commands/tail.ts";
@@ -18,7 +19,7 @@ import { CONNECTION_HELP, CONNECTION_OPTIONS, resolveConnection } from "./config
 import { EXIT, EXIT_CODES_HELP, exitCodeOf, UsageError } from "./exit-codes.ts";
 import type { Output } from "./output.ts";
 
-const COMMANDS: Command[] = [start, typesApply, waitsLs, waitsShow, send, tail, deliveriesLs, redeliver];
+const COMMANDS: Command[] = [start, typesApply, waitsLs, waitsShow, send, tail, deliveriesLs, redeliver, redrive];
 const COMMON_OPTIONS = { ...CONNECTION_OPTIONS, json: { type: "boolean" }, help: { type: "boolean", short: "h" } } as const;
 
 export interface Invocation {

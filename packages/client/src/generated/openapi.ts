@@ -292,6 +292,34 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/signals/redrive": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send dead letters again: one signal (its intake answer) or every match of a filter (counts)
+         * @description With `signal_id`, sends that signal's stored payload again to the same run and signal name, through intake like any signal, and answers with the intake outcome of the new attempt: its usual status and body, plus `redriven_from`. The new record in the signal log carries `redriven_from`, and the dead letter shows `redriven_as`.
+         *
+         *     A signal can be redriven when it is `rejected_not_waiting`, `expired` (buffered, its `buffer_ttl_s` passed before a wait took it) or `rejected_invalid_payload`; others are 409 `not_redrivable`. A signal is redriven at most once: again (or a concurrent second request) is 409 `already_redriven`, naming the record in `redriven_as`. A new attempt that is rejected again is itself a dead letter that may be redriven.
+         *
+         *     A rejected signal keeps its payload only up to 4,096 bytes (larger ones keep their size, `payload_bytes`, and digest): such a signal cannot be redriven, 422 `payload_not_kept`.
+         *
+         *     Signatures are not checked again (the signal was authenticated when it first came, and this call needs a management token); the payload is checked against the signal type's current schema, so a payload rejected by an older schema can pass now. The sender's idempotency key goes with the payload: when a signal with that key was accepted since, the answer is that signal's `duplicate` (200) and nothing is sent twice (nothing new is recorded, so such a redrive answers the same again). An expired signal keeps its key, and its copy is sent without one.
+         *
+         *     With `filter`, redrives every dead letter that matches (all of `outcome`, `signal`, `run`, and received before `before`; `outcome` unset takes `rejected_not_waiting` and `expired`), oldest first, one after the other, at most 10,000 per request (`more` is then true: send the same request again). Only signals received before the request began are taken, so a request never redrives its own new dead letters. It answers counts: `outcomes` of the new attempts, and matches `skipped`.
+         */
+        post: operations["redriveSignals"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/signals/{run}/{signal}": {
         parameters: {
             query?: never;
@@ -924,15 +952,43 @@ export interface components {
             wait_id: string | null;
             /** Format: date-time */
             received_at: string;
+            /** @description Set on a redrive (POST /signals/redrive): the dead letter this record sent again */
+            redriven_from: string | null;
+            /** @description Set on a dead letter that was redriven: the record of the new attempt (a signal is redriven at most once) */
+            redriven_as: string | null;
         };
-        SignalAccepted: {
+        SignalRedriven: {
             /** @enum {string} */
             outcome: "received" | "buffered" | "duplicate";
-            /** @example sg_01jb2m3k4n5p6q7r8s9t0v1w2x3y */
+            /** @description The new record (for `duplicate`, the signal accepted earlier with the same idempotency key) */
             signal_id: string;
-            /** @example 1 */
             sequence: number;
             wait_id: string | null;
+            /** @description The dead letter sent again */
+            redriven_from: string;
+        };
+        RedriveResult: {
+            /** @description Dead letters sent again */
+            redriven: number;
+            /**
+             * @description How many new attempts had each intake outcome (keys among: received, buffered, duplicate, rejected_idempotency_conflict, rejected_unauthenticated, rejected_unknown_signal, rejected_not_waiting, rejected_not_active, rejected_invalid_payload, payload_too_large, invalid_json)
+             * @example {
+             *       "received": 3,
+             *       "rejected_not_waiting": 1
+             *     }
+             */
+            outcomes: {
+                [key: string]: number;
+            };
+            /** @description Matches not sent */
+            skipped: {
+                /** @description Matches whose payload was not kept (over 4,096 bytes, or never parsed) */
+                payload_not_kept: number;
+                /** @description Matches another request redrove meanwhile */
+                already_redriven: number;
+            };
+            /** @description True when the request stopped at 10,000 with matches left: send it again */
+            more: boolean;
         };
         /**
          * @description RFC 9457 problem details for a refused signal
@@ -965,6 +1021,40 @@ export interface components {
             signal_id?: string;
         } & {
             [key: string]: unknown;
+        };
+        /** @description Exactly one of `signal_id` and `filter` */
+        RedriveRequest: {
+            /**
+             * @description The dead letter to send again
+             * @example sg_01jb2m3k4n5p6q7r8s9t0v1w2x3y
+             */
+            signal_id?: string;
+            /** @description Every dead letter matching all of these */
+            filter?: {
+                /**
+                 * @description Unset: rejected_not_waiting and expired
+                 * @enum {string}
+                 */
+                outcome?: "rejected_not_waiting" | "expired" | "rejected_invalid_payload";
+                /** @example manager-approval */
+                signal?: string;
+                /** @example order-17 */
+                run?: string;
+                /**
+                 * Format: date-time
+                 * @description Only signals received before this instant (RFC 3339)
+                 */
+                before?: string;
+            };
+        };
+        SignalAccepted: {
+            /** @enum {string} */
+            outcome: "received" | "buffered" | "duplicate";
+            /** @example sg_01jb2m3k4n5p6q7r8s9t0v1w2x3y */
+            signal_id: string;
+            /** @example 1 */
+            sequence: number;
+            wait_id: string | null;
         };
         Run: {
             /** @example order-17 */
@@ -2273,6 +2363,113 @@ export interface operations {
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unexpected server error (the detail carries only the request id) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database is unavailable for now, or (long-polls, event streams) too many requests are held open: retry after Retry-After */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    redriveSignals: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "filter": {
+                 *         "outcome": "rejected_not_waiting",
+                 *         "signal": "manager-approval",
+                 *         "before": "2026-11-24T10:00:00Z"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["RedriveRequest"];
+            };
+        };
+        responses: {
+            /** @description With `filter`: the counts (`RedriveResult`). With `signal_id`: a `duplicate` answer (`SignalRedriven`) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SignalRedriven"] | components["schemas"]["RedriveResult"];
+                };
+            };
+            /** @description With `signal_id`: the new attempt was received or buffered */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SignalRedriven"];
+                };
+            };
+            /** @description Malformed request: path, query or body */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No signal with that id (a `Problem`), or the new attempt was `rejected_unknown_signal`: its signal type is gone (an `IntakeProblem`) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] | components["schemas"]["IntakeProblem"];
+                };
+            };
+            /** @description `already_redriven` (with `redriven_as`) or `not_redrivable` (a `Problem`); or the new attempt was rejected_not_waiting, rejected_not_active or rejected_idempotency_conflict (an `IntakeProblem` with `signal_id` and `redriven_from`) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] | components["schemas"]["IntakeProblem"];
+                };
+            };
+            /** @description `payload_not_kept` (a `Problem`), or the new attempt was rejected_invalid_payload (an `IntakeProblem` with `validation_errors`) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"] | components["schemas"]["IntakeProblem"];
                 };
             };
             /** @description Unexpected server error (the detail carries only the request id) */

@@ -1,0 +1,2 @@
+ALTER TABLE "signalbox"."signals" ADD COLUMN "redriven_from" text;--> statement-breakpoint
+CREATE UNIQUE INDEX "signals_redriven_from" ON "signalbox"."signals" USING btree ("redriven_from") WHERE "signalbox"."signals"."redriven_from" is not null;
