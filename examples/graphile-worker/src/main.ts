@@ -107,9 +107,7 @@ const tasks: Record<string, Task> = {
 async function onEvent(event: SignalboxEvent): Promise<void> {
   if (event.type !== "signal.received" && event.type !== "signal.timeout" && event.type !== "signal.cancelled") return;
   const orderId = String(event.wait.metadata?.order_id);
-  const client = await pool.connect();
-  try {
-    await client.query("begin");
+  await inTransaction(async (client) => {
     const first = await client.query("insert into handled_callbacks (event_id) values ($1) on conflict do nothing", [event.id]);
     if (first.rowCount === 0) {
       console.log(`callback ${event.id} already handled: acknowledged again, nothing enqueued`);
@@ -124,6 +122,15 @@ async function onEvent(event: SignalboxEvent): Promise<void> {
       const reason = event.type === "signal.timeout" ? "no answer in time" : "cancelled";
       await client.query("select graphile_worker.add_job('cancel_order', $1::json)", [JSON.stringify({ order_id: orderId, reason })]);
     }
+  });
+}
+
+/** Runs `work` in one transaction on one pooled connection: committed, or rolled back if it throws. */
+async function inTransaction(work: (client: pg.PoolClient) => Promise<void>): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query("begin");
+    await work(client);
     await client.query("commit");
   } catch (err) {
     await client.query("rollback").catch(() => {});
@@ -145,18 +152,10 @@ const server = http.createServer(async (req, res) => {
     if (req.method === "POST" && url.pathname === "/orders") {
       // A new order and its first job, in one transaction.
       const order = JSON.parse(await readBody(req)) as { id: string; amount: number };
-      const client = await pool.connect();
-      try {
-        await client.query("begin");
+      await inTransaction(async (client) => {
         await client.query("insert into orders (id, amount, status) values ($1, $2, 'new')", [order.id, order.amount]);
         await client.query("select graphile_worker.add_job('request_approval', $1::json)", [JSON.stringify({ order_id: order.id })]);
-        await client.query("commit");
-      } catch (err) {
-        await client.query("rollback").catch(() => {});
-        throw err;
-      } finally {
-        client.release();
-      }
+      });
       return json(res, 202, { id: order.id, status: "new" });
     }
     const match = /^\/orders\/([^/]+)$/.exec(url.pathname);
