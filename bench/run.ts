@@ -18,6 +18,10 @@
  * approval forms, 20,000 slow clients, random signal names, 1 MB rejected payloads) cost a
  * legitimate sender, the probes, the heap and the disk (BENCH_HOSTILE_* knobs there).
  *
+ * With `--scale`, step 2 is instead bench/scale.ts: the pending queries (`GET /waits`) with
+ * BENCH_SCALE_WAITS (1,000,000) open waits built in SQL, and intake, resume latency and the
+ * service's memory on the empty database and at scale.
+ *
  * Knobs (environment): BENCH_DATABASE_URL, BENCH_CONCURRENCY (32), BENCH_PHASE_S (10),
  * BENCH_TIMER_WAITS (10000), BENCH_STATEMENTS=1 (load pg_stat_statements into the embedded
  * server and report statements per operation; costs a little throughput; =nested also lists
@@ -37,6 +41,7 @@ import { CallbackReceiver } from "./receiver.ts";
 import { hostileBench, printHostile } from "./hostile.ts";
 import { isolation, signalBurst, type BurstResult, type IsolationResult } from "./engine.ts";
 import { printRetention, retentionBench } from "./retention.ts";
+import { printScale, scaleBench } from "./scale.ts";
 import { apiClient, startService, type Service } from "./service.ts";
 import { describeLatency, fmtMs, fmtRate, fmtRatio, now, summarize, table, type Summary } from "./stats.ts";
 
@@ -56,6 +61,7 @@ const API_KEY = `bench_${randomBytes(12).toString("hex")}`;
 const SIGNAL = "bench";
 const RETENTION = process.argv.includes("--retention");
 const HOSTILE = process.argv.includes("--hostile");
+const SCALE = process.argv.includes("--scale");
 /**
  * BENCH_ONLY=resume,timer runs only the phases named (throughput, resume, wake, timer, burst,
  * isolation); the others print n/a. For iterating on one figure; a full run reports them all.
@@ -229,6 +235,63 @@ total time ${((now() - t0) / 1000).toFixed(0)} s`);
     return runs;
   };
 
+  /** Opens waits (timeout_s 3600, no callback; runs `<prefix>-<i>`) for PHASE_MS; returns the load and the runs opened. */
+  const openWaitsFor = async (prefix: string) => {
+    const runs: string[] = [];
+    const load = await guard(
+      closedLoop({
+        concurrency: CONCURRENCY,
+        durationMs: PHASE_MS,
+        op: async (i) => {
+          await openWait(`${prefix}-${i}`, { timeout_s: 3600 });
+          runs.push(`${prefix}-${i}`);
+        },
+      }),
+    );
+    return { load, runs };
+  };
+  /** One signal to each run (resolving its open wait), closed loop, for up to PHASE_MS. */
+  const signalEach = (runs: string[]) =>
+    guard(closedLoop({ concurrency: CONCURRENCY, durationMs: PHASE_MS, limit: runs.length, op: (i) => sendSignal(runs[i]!, { i }).then(() => {}) }));
+
+  /** Resume latency: RESUME_MS of signals at a steady RESUME_RATE, each resolving a wait with a callback to the Node receiver. */
+  const resumeAt = async (prefix: string) => {
+    const resumeCount = Math.round((RESUME_RATE * RESUME_MS) / 1000);
+    log(`resume latency: opening ${resumeCount} waits with callback_url`);
+    const dRuns = await openCallbackWaits(prefix, resumeCount, nodeReceiver);
+    const quiet = await settle();
+    log(`resume latency: machine ${(quiet.busy * 100).toFixed(0)}% busy after waiting ${(quiet.waitedMs / 1000).toFixed(1)} s for the opening burst's aftermath (autovacuum) to settle`);
+    log(`resume latency: ${resumeCount} signals at ${RESUME_RATE}/s (open loop)`);
+    const sent = new Map<string, { sentAt: number; ackAt: number }>();
+    let load: LoadResult & { maxSendLagMs: number } = { ...SKIPPED, maxSendLagMs: NaN };
+    const missing = await measured(
+      `resume @ ${RESUME_RATE}/s, until delivered`,
+      async () => {
+        load = await guard(
+          openLoop({
+            ratePerS: RESUME_RATE,
+            count: resumeCount,
+            op: async (i) => {
+              const sentAt = now();
+              const waitId = await sendSignal(dRuns[i]!, { i });
+              sent.set(waitId, { sentAt, ackAt: now() });
+            },
+          }),
+        );
+        return guard(nodeReceiver.waitFor(sent.keys(), 60_000, (m) => log(`  waiting for callbacks: ${m} to go`)));
+      },
+      () => resumeCount,
+    );
+    const ackToCallback: number[] = [];
+    const sentToCallback: number[] = [];
+    for (const [id, s] of sent) {
+      const a = nodeReceiver.arrivals.get(id);
+      ackToCallback.push(a ? a.at - s.ackAt : Infinity);
+      sentToCallback.push(a ? a.at - s.sentAt : Infinity);
+    }
+    return { load, missing, ackToCallback: summarize(ackToCallback), sentToCallback: summarize(sentToCallback) };
+  };
+
   // Warm-up: JIT, connection pools, plan caches.
   await guard(
     closedLoop({
@@ -263,39 +326,44 @@ total time ${((now() - t0) / 1000).toFixed(0)} s`);
     return ok;
   }
 
+  if (SCALE) {
+    const result = await scaleBench({
+      url: appDb.url,
+      waits: Number(env.BENCH_SCALE_WAITS ?? 1_000_000),
+      servicePid: service.pid,
+      log,
+      api,
+      intake: async (prefix) => {
+        const opened = await openWaitsFor(prefix);
+        const signalled = await signalEach(opened.runs);
+        return { waitsPerS: rateOf(opened.load), signalsPerS: rateOf(signalled), failed: opened.load.failed + signalled.failed };
+      },
+      resume: async (prefix) => {
+        const r = await resumeAt(prefix);
+        return { latency: r.ackToCallback, missing: r.missing };
+      },
+    });
+    const ok = printScale(result, pgbench.tps, RESUME_RATE);
+    if (service.lines.length > 0) console.log(`\nnotes:\n  signalbox wrote ${service.lines.length} log lines at warn or above`);
+    console.log(`\ntotal time ${((now() - t0) / 1000).toFixed(0)} s`);
+    return ok;
+  }
+
   // ---- waits/s ----
   let waits = SKIPPED;
   let signals = SKIPPED;
   let signalsCb = SKIPPED;
   let callbacksRate = NaN;
-  const aRuns: string[] = [];
   if (want("throughput")) {
     log(`waits/s: opening waits (timeout_s 3600, no callback), ${CONCURRENCY} connections, ${PHASE_MS / 1000} s`);
-    waits = await measured(
-      "waits (open)",
-      () =>
-        guard(
-          closedLoop({
-            concurrency: CONCURRENCY,
-            durationMs: PHASE_MS,
-            op: async (i) => {
-              await openWait(`a-${i}`, { timeout_s: 3600 });
-              aRuns.push(`a-${i}`);
-            },
-          }),
-        ),
-      (r) => r.ok,
-    );
+    const opened = await measured("waits (open)", () => openWaitsFor("a"), (r) => r.load.ok);
+    waits = opened.load;
     log(`waits/s: ${fmtRate(rateOf(waits))} (${waits.ok} in ${(waits.elapsedMs / 1000).toFixed(1)} s), request ${describeLatency(summarize(waits.latenciesMs))}${errorsOf(waits)}`);
 
     // ---- signals/s, no callback ----
     log(`signals/s: one signal per open wait, no callback, ${CONCURRENCY} connections, up to ${PHASE_MS / 1000} s`);
-    signals = await measured(
-      "signals (no callback)",
-      () => guard(closedLoop({ concurrency: CONCURRENCY, durationMs: PHASE_MS, limit: aRuns.length, op: (i) => sendSignal(aRuns[i]!, { i }).then(() => {}) })),
-      (r) => r.ok,
-    );
-    const ranOut = signals.ok + signals.failed >= aRuns.length ? ` (used all ${aRuns.length} open waits)` : "";
+    signals = await measured("signals (no callback)", () => signalEach(opened.runs), (r) => r.ok);
+    const ranOut = signals.ok + signals.failed >= opened.runs.length ? ` (used all ${opened.runs.length} open waits)` : "";
     log(`signals/s: ${fmtRate(rateOf(signals))} (${signals.ok} in ${(signals.elapsedMs / 1000).toFixed(1)} s${ranOut}), request ${describeLatency(summarize(signals.latenciesMs))}${errorsOf(signals)}`);
 
     // ---- signals/s with callbacks (delivery runs in the same service process meanwhile) ----
@@ -347,40 +415,7 @@ total time ${((now() - t0) / 1000).toFixed(0)} s`);
   let resumeSent = NO_SAMPLES;
   let lowLat = NO_SAMPLES;
   if (want("resume")) {
-    const resumeCount = Math.round((RESUME_RATE * RESUME_MS) / 1000);
-    log(`resume latency: opening ${resumeCount} waits with callback_url`);
-    const dRuns = await openCallbackWaits("d", resumeCount, nodeReceiver);
-    const quiet = await settle();
-    log(`resume latency: machine ${(quiet.busy * 100).toFixed(0)}% busy after waiting ${(quiet.waitedMs / 1000).toFixed(1)} s for the opening burst's aftermath (autovacuum) to settle`);
-    log(`resume latency: ${resumeCount} signals at ${RESUME_RATE}/s (open loop)`);
-    const sent = new Map<string, { sentAt: number; ackAt: number }>();
-    dMissing = await measured(
-      `resume @ ${RESUME_RATE}/s, until delivered`,
-      async () => {
-        resume = await guard(
-          openLoop({
-            ratePerS: RESUME_RATE,
-            count: resumeCount,
-            op: async (i) => {
-              const sentAt = now();
-              const waitId = await sendSignal(dRuns[i]!, { i });
-              sent.set(waitId, { sentAt, ackAt: now() });
-            },
-          }),
-        );
-        return guard(nodeReceiver.waitFor(sent.keys(), 60_000, (m) => log(`  waiting for callbacks: ${m} to go`)));
-      },
-      () => resumeCount,
-    );
-    const ackToCallback: number[] = [];
-    const sentToCallback: number[] = [];
-    for (const [id, s] of sent) {
-      const a = nodeReceiver.arrivals.get(id);
-      ackToCallback.push(a ? a.at - s.ackAt : Infinity);
-      sentToCallback.push(a ? a.at - s.sentAt : Infinity);
-    }
-    resumeLat = summarize(ackToCallback);
-    resumeSent = summarize(sentToCallback);
+    ({ load: resume, missing: dMissing, ackToCallback: resumeLat, sentToCallback: resumeSent } = await resumeAt("d"));
 
     // The same at a tenth of the rate: the latency floor when nothing queues (informational).
     const LOW_RATE = RESUME_RATE / 10;

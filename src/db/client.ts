@@ -38,6 +38,25 @@ export function openDatabase(url: string, opts: { max: number }): Database {
   return { db, sql: client, close: () => client.end({ timeout: 5 }) };
 }
 
+const UNPREPARED = Symbol("the client under preparing()");
+const unpreparedDbs = new WeakMap<Db, Db>();
+
+/**
+ * The same pool, with each statement planned for the values it is given (postgres.js's unnamed
+ * statements): for queries whose best plan depends on them. A prepared statement goes generic
+ * after five runs, one plan for every value; GET /waits over a million open waits then walked a
+ * signal's waits in created_at order for a deadline that only 15 of them meet (120 ms, where the
+ * deadline index and a sort take 1 ms). Costs a plan per call (under a millisecond).
+ */
+export function unprepared(db: Db): Db {
+  let found = unpreparedDbs.get(db);
+  if (!found) {
+    const client = (db as Db & { $client: postgres.Sql & { [UNPREPARED]?: postgres.Sql } }).$client;
+    unpreparedDbs.set(db, (found = drizzle(client[UNPREPARED] ?? client, { schema })));
+  }
+  return found;
+}
+
 /**
  * drizzle sends every query through postgres.js `unsafe()` unprepared (drizzle#5502), so
  * Postgres parses and plans each statement every time. Our statements have fixed texts (values
@@ -52,6 +71,7 @@ function preparing(sql: postgres.Sql): postgres.Sql {
   };
   return new Proxy(sql, {
     get(target, prop, receiver) {
+      if (prop === UNPREPARED) return target;
       if (prop === "unsafe") {
         return (query: string, params?: unknown[], options?: postgres.UnsafeQueryOptions) => target.unsafe(query, params as never, { ...options, prepare: true });
       }

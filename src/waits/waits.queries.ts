@@ -1,5 +1,5 @@
 import { and, asc, eq, getTableColumns, gt, lt, sql, type SQL } from "drizzle-orm";
-import type { Db, Queryable } from "../db/client.ts";
+import { unprepared, type Db, type Queryable } from "../db/client.ts";
 import { events, signals, waits } from "../db/schema.ts";
 import type { WaitRow } from "./wait-view.ts";
 
@@ -43,8 +43,12 @@ export interface WaitFilter {
   after?: { createdAt: Date; id: string };
 }
 
-/** Oldest first, keyset-paginated on (created_at, id); fetches limit + 1 to know if there is more. */
-export async function listWaits(q: Queryable, f: WaitFilter, limit: number): Promise<WaitRow[]> {
+/**
+ * Oldest first, keyset-paginated on (created_at, id); fetches limit + 1 to know if there is more.
+ * Planned for its values each time (unprepared): whether to walk an index in created_at order or
+ * to gather the few matches and sort them depends on how many waits the filter finds.
+ */
+export async function listWaits(db: Db, f: WaitFilter, limit: number): Promise<WaitRow[]> {
   const conditions: SQL[] = [];
   if (f.runId !== undefined) conditions.push(eq(waits.runId, f.runId));
   if (f.parentWaitId !== undefined) conditions.push(eq(waits.parentWaitId, f.parentWaitId));
@@ -64,7 +68,7 @@ export async function listWaits(q: Queryable, f: WaitFilter, limit: number): Pro
   if (f.after) {
     conditions.push(sql`(${waits.createdAt}, ${waits.id}) > (${f.after.createdAt.toISOString()}::timestamptz, ${f.after.id}::text)`);
   }
-  const rows = await selectWaits(q)
+  const rows = await selectWaits(unprepared(db))
     .where(and(...conditions))
     .orderBy(asc(waits.createdAt), asc(waits.id))
     .limit(limit + 1);
