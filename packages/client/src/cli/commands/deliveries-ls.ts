@@ -1,7 +1,7 @@
-import { paginate } from "../../client.ts";
-import type { FailingDeliveryList, ListDeliveriesQuery } from "../../types.ts";
+import type { ListDeliveriesQuery } from "../../types.ts";
 import { stringFlag, type Command } from "../command.ts";
 import { UsageError } from "../exit-codes.ts";
+import { listItems } from "../listing.ts";
 import { table, when } from "../output.ts";
 import { parseLimit } from "../parse.ts";
 
@@ -34,15 +34,7 @@ Example:
       ...(host ? { callback_host: host } : {}),
     };
     const limit = parseLimit(stringFlag(values, "limit"));
-    const items: FailingDeliveryList["items"] = [];
-    let more = false;
-    if (values.all) {
-      for await (const d of paginate((cursor) => client().deliveries.list({ ...query, limit: 500, ...(cursor ? { cursor } : {}) }))) items.push(d);
-    } else {
-      const page = await client().deliveries.list({ ...query, limit });
-      items.push(...page.items);
-      more = page.next_cursor !== null;
-    }
+    const { items, more } = await listItems((pageLimit, cursor) => client().deliveries.list({ ...query, limit: pageLimit, ...(cursor ? { cursor } : {}) }), values.all === true, limit);
     if (json) output.out(JSON.stringify(items, null, 2));
     else if (items.length === 0) output.err("no failing deliveries");
     else {

@@ -1,7 +1,7 @@
-import { paginate } from "../../client.ts";
-import type { FindWaitsQuery, Wait, WaitStatus } from "../../types.ts";
+import type { FindWaitsQuery, WaitStatus } from "../../types.ts";
 import { listFlag, stringFlag, type Command } from "../command.ts";
 import { UsageError } from "../exit-codes.ts";
+import { listItems } from "../listing.ts";
 import { compact, table, when } from "../output.ts";
 import { parseInstant, parseLimit } from "../parse.ts";
 
@@ -62,15 +62,7 @@ Examples:
       metadata,
     };
 
-    const waits: Wait[] = [];
-    let more = false;
-    if (values.all) {
-      for await (const w of paginate((cursor) => client().waits.find({ ...query, limit: 500, ...(cursor ? { cursor } : {}) }))) waits.push(w);
-    } else {
-      const page = await client().waits.find({ ...query, limit });
-      waits.push(...page.items);
-      more = page.next_cursor !== null;
-    }
+    const { items: waits, more } = await listItems((pageLimit, cursor) => client().waits.find({ ...query, limit: pageLimit, ...(cursor ? { cursor } : {}) }), values.all === true, limit);
 
     if (json) output.out(JSON.stringify(waits, null, 2));
     else if (waits.length === 0) output.err("no waits match");
