@@ -119,13 +119,13 @@ function intakeAnswer(a: IntakeItemAnswer, record: Pick<NewSignal, "runId" | "si
     case "received":
     case "buffered":
     case "duplicate":
-      return { outcome: a.outcome, signal_id: a.signalId, sequence: a.sequence, wait_id: a.waitId };
+      return { outcome: a.outcome, signal_id: a.signalId, sequence: a.sequence, wait_id: a.waitId, run_id: a.runId };
     case "rejected_idempotency_conflict":
-      return { outcome: a.outcome, signal_id: a.signalId, detail: IDEMPOTENCY_CONFLICT };
+      return { outcome: a.outcome, signal_id: a.signalId, run_id: a.runId, detail: IDEMPOTENCY_CONFLICT };
     case "rejected_not_active":
-      return { outcome: a.outcome, signal_id: a.signalId, detail: notActive(record.runId) };
+      return { outcome: a.outcome, signal_id: a.signalId, run_id: a.runId, detail: notActive(a.runId) };
     case "rejected_not_waiting":
-      return { outcome: a.outcome, signal_id: a.signalId, detail: notWaiting(record) };
+      return { outcome: a.outcome, signal_id: a.signalId, run_id: a.runId, detail: notWaiting({ ...record, runId: a.runId }) };
   }
 }
 
