@@ -116,6 +116,20 @@ describe("POST /runs/{run}/continue", () => {
     expect(cb!.json).toMatchObject({ type: "signal.received", wait: { id: w.id, run_id: "pre-new" } });
   });
 
+  it("follows the chain for waits opened by the transaction path too (timers, composites) and for redrive", async () => {
+    await intake(app, "tx-old", "approval", '{"early":true}'); // a dead letter: nobody waits yet
+    const [dead] = (await signalsOf("tx-old")).filter((x) => x.outcome === "rejected_not_waiting");
+    expect((await continueRun("tx-old", { run_id: "tx-new" })).status).toBe(200);
+    const timer = (await openWait(app, "tx-old", { signal: "tick", timer: { delay_s: 3600 } }, 201)).body;
+    expect(timer.run_id).toBe("tx-new");
+    const all = (await openWait(app, "tx-old", { signal: "both", all: [{ signal: "approval" }, { signal: "tock", timer: { delay_s: 3600 } }] }, 201)).body;
+    expect(all.run_id).toBe("tx-new");
+    const member = (await body(app.api("/runs/tx-new/waits?status=waiting"))).items.find((w: any) => w.signal === "approval");
+    const redriven = await send(app, "POST", "/signals/redrive", { signal_id: dead!.id });
+    expect(redriven.status).toBe(202);
+    expect(await redriven.json()).toMatchObject({ outcome: "received", wait_id: member.id, run_id: "tx-new", redriven_from: dead!.id });
+  });
+
   it("is idempotent to the same run, and refuses another target, itself, a cycle, a taken target and cancelled runs with 409", async () => {
     expect((await continueRun("r-a", { run_id: "r-b" })).status).toBe(200);
     const again = await continueRun("r-a", { run_id: "r-b" });
