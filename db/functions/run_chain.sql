@@ -62,6 +62,7 @@ DECLARE
   v_moved jsonb := '[]'::jsonb;
   v_kept jsonb := '[]'::jsonb;
   v_cancelled text[];
+  v_refusal text;
 BEGIN
   IF p_target = p_run_id THEN
     RETURN QUERY SELECT 'cycle'::text, NULL::text;
@@ -76,25 +77,17 @@ BEGIN
   END IF;
   SELECT * INTO v_run FROM signalbox.runs r WHERE r.run_id = p_run_id;
 
-  IF v_run.continued_as IS NOT NULL THEN
-    RETURN QUERY SELECT CASE WHEN v_run.continued_as = p_target THEN 'unchanged' ELSE 'already_continued' END, v_run.continued_as;
-    RETURN;
+  v_refusal := CASE WHEN v_run.continued_as = p_target THEN 'unchanged'
+                    WHEN v_run.continued_as IS NOT NULL THEN 'already_continued'
+                    WHEN v_run.status = 'cancelled' THEN 'run_cancelled' END;
+  IF v_refusal IS NULL THEN
+    SELECT * INTO v_newest FROM signalbox.follow_chain(p_target);
+    v_refusal := CASE WHEN p_run_id = ANY(v_newest.path) THEN 'cycle'
+                      WHEN EXISTS (SELECT 1 FROM signalbox.runs r WHERE r.continued_as = p_target) THEN 'target_has_predecessor'
+                      WHEN v_newest.status = 'cancelled' THEN 'target_cancelled' END;
   END IF;
-  IF v_run.status = 'cancelled' THEN
-    RETURN QUERY SELECT 'run_cancelled'::text, NULL::text;
-    RETURN;
-  END IF;
-  SELECT * INTO v_newest FROM signalbox.follow_chain(p_target);
-  IF p_run_id = ANY(v_newest.path) THEN
-    RETURN QUERY SELECT 'cycle'::text, NULL::text;
-    RETURN;
-  END IF;
-  IF EXISTS (SELECT 1 FROM signalbox.runs r WHERE r.continued_as = p_target) THEN
-    RETURN QUERY SELECT 'target_has_predecessor'::text, NULL::text;
-    RETURN;
-  END IF;
-  IF v_newest.status = 'cancelled' THEN
-    RETURN QUERY SELECT 'target_cancelled'::text, NULL::text;
+  IF v_refusal IS NOT NULL THEN
+    RETURN QUERY SELECT v_refusal, v_run.continued_as;
     RETURN;
   END IF;
 
