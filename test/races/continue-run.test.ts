@@ -90,7 +90,8 @@ describe("continue vs concurrent signals", () => {
     expect(two.map((a) => [a.outcome, a.runId])).toEqual([["buffered", "bx"], ["buffered", "ax"]]);
     expect((await signalRows("ax")).map((r) => r.sequence)).toEqual([1, 2]);
     expect((await signalRows("bx")).map((r) => r.sequence)).toEqual([1, 2]);
-    await waitFor("the deadlock counted", deadlocks, { until: (n) => n === before + 1 });
+    // Counted by the backend that found it, in statistics flushed within seconds of it going idle.
+    await waitFor("the deadlock counted", deadlocks, { until: (n) => n > before, timeoutMs: 30_000 });
   });
 });
 
