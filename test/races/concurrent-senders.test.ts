@@ -20,7 +20,7 @@ afterAll(async () => {
 
 interface Answer {
   status: number;
-  body: { outcome: string; signal_id?: string; sequence?: number; wait_id?: string | null };
+  body: { outcome: string; signal_id?: string; sequence?: number; wait_id?: string | null; run_id?: string };
 }
 
 async function send(run: string, signal: string, body: string, headers: Record<string, string> = {}): Promise<Answer> {
