@@ -40,7 +40,7 @@ export const OUTCOME_STATUS: Record<Outcome, number> = {
 /**
  * What intake answers: an accepted outcome with ids, or a rejection with its reason. `run_id` is
  * the run the signal was applied to (the newest of its chain when the run addressed was
- * continued); a rejection has it once it reached a run's lock.
+ * continued); a rejection recorded in a signal log names the run whose log holds it.
  */
 export type IntakeAnswer =
   | { outcome: "received" | "buffered" | "duplicate"; signal_id: string; sequence: number; wait_id: string | null; run_id: string }

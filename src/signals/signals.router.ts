@@ -55,7 +55,10 @@ const IntakeProblemSchema = z
     ...ProblemSchema.shape,
     outcome: z.enum(OUTCOMES).openapi({ example: "rejected_not_waiting" }),
     signal_id: z.string().optional().openapi({ description: "Set when the rejected signal was recorded in the signal log" }),
-    run_id: z.string().optional().openapi({ description: "Set with `signal_id` for rejected_not_waiting, rejected_not_active and rejected_idempotency_conflict: the run whose log holds the rejection (the newest run of the chain when the run in the URL was continued)" }),
+    run_id: z.string().optional().openapi({
+      description:
+        "Set with `signal_id`: the run whose signal log holds the rejection. For rejected_not_waiting, rejected_not_active and rejected_idempotency_conflict (decided under the run's lock) the newest run of the chain when the run in the URL was continued; for the rejections decided before (invalid_json, rejected_unknown_signal, rejected_invalid_payload) the run in the URL",
+    }),
   })
   .catchall(z.unknown())
   .openapi("IntakeProblem", {

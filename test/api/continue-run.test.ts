@@ -77,6 +77,8 @@ describe("POST /runs/{run}/continue", () => {
     expect(rejected).toMatchObject({ status: 409, body: { outcome: "rejected_not_waiting", run_id: "ch-c" } });
     expect(rejected.body!.detail).toContain("ch-c");
 
+    // Refused before the run's lock (a schema, the JSON): logged on the run addressed, and said so.
+    expect((await intake(app, "ch-a", "approval", "{not json")).body).toMatchObject({ outcome: "invalid_json", run_id: "ch-a" });
     // The batch too.
     const batch = await body(send(app, "POST", "/signals/batch", { signals: [{ run_id: "ch-b", signal: "approval", payload: {} }, { run_id: "plain", signal: "kept", payload: {} }] }));
     expect(batch.results).toMatchObject([{ outcome: "rejected_not_waiting", run_id: "ch-c" }, { outcome: "buffered", run_id: "plain" }]);

@@ -1049,7 +1049,7 @@ export interface components {
             outcome: "received" | "buffered" | "duplicate" | "rejected_idempotency_conflict" | "rejected_unauthenticated" | "rejected_unknown_signal" | "rejected_not_waiting" | "rejected_not_active" | "rejected_invalid_payload" | "payload_too_large" | "invalid_json";
             /** @description Set when the rejected signal was recorded in the signal log */
             signal_id?: string;
-            /** @description Set with `signal_id` for rejected_not_waiting, rejected_not_active and rejected_idempotency_conflict: the run whose log holds the rejection (the newest run of the chain when the run in the URL was continued) */
+            /** @description Set with `signal_id`: the run whose signal log holds the rejection. For rejected_not_waiting, rejected_not_active and rejected_idempotency_conflict (decided under the run's lock) the newest run of the chain when the run in the URL was continued; for the rejections decided before (invalid_json, rejected_unknown_signal, rejected_invalid_payload) the run in the URL */
             run_id?: string;
         } & {
             [key: string]: unknown;
