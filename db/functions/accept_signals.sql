@@ -13,8 +13,16 @@
 -- resolve_waits call at the end (one add_jobs, one NOTIFY for all callbacks); an item whose run
 -- already has one pending first has those resolved, so every signal sees the effects of the
 -- ones before it exactly as if each had been alone.
+--
+-- A run continued as another (continue_run, db/functions/run_chain.sql): the item goes to the
+-- newest run of its chain, locked after the run addressed (chain direction), and its answer
+-- names the run it was applied to (answer_run_id); idempotency keys count across the runs on
+-- the way, so a retry of a signal taken before the continue is still a duplicate. Whether a run
+-- was continued comes back with its lock: a run never continued pays nothing for it.
+-- The answer's columns changed (answer_run_id): a result type cannot be replaced in place.
+DROP FUNCTION IF EXISTS "signalbox"."accept_signals"(json);
 CREATE OR REPLACE FUNCTION "signalbox"."accept_signals"(items json)
-RETURNS TABLE (item int, answer text, answer_signal_id text, answer_sequence bigint, answer_wait_id text)
+RETURNS TABLE (item int, answer text, answer_signal_id text, answer_sequence bigint, answer_wait_id text, answer_run_id text)
 LANGUAGE plpgsql AS $$
 DECLARE
   it record;
@@ -27,44 +35,50 @@ DECLARE
   v_ids text[] := '{}';
   v_rows tid[] := '{}';
   v_signal_ids text[] := '{}';
-  v_pending_run text;
+  v_pending_runs text[] := '{}';
+  v_continued_as text;
+  v_path text[];
 BEGIN
   FOR it IN
     SELECT x.* FROM json_to_recordset(items) AS x(
       i int, id text, run_id text, signal text, payload text, payload_hash text, idempotency_key text, buffer_ttl_s int, expect_wait_id text)
     ORDER BY x.run_id, x.i
   LOOP
-    IF it.run_id = v_pending_run THEN
+    -- The run's lock: sequences, the open wait and idempotency are decided under it.
+    INSERT INTO signalbox.runs AS r (run_id) VALUES (it.run_id)
+      ON CONFLICT (run_id) DO UPDATE SET run_id = excluded.run_id
+      RETURNING r.status, r.continued_as INTO v_status, v_continued_as;
+    v_path := ARRAY[it.run_id];
+    IF v_continued_as IS NOT NULL THEN
+      SELECT c.run_id, c.status, v_path || c.path INTO it.run_id, v_status, v_path FROM signalbox.follow_chain(v_continued_as) c;
+    END IF;
+    -- Chains can bring a run back out of run_id order: any run with a resolution pending.
+    IF it.run_id = ANY(v_pending_runs) THEN
       PERFORM signalbox.resolve_waits(v_ids, 'received', v_signal_ids, '{}'::jsonb, v_rows);
       v_ids := '{}';
       v_rows := '{}';
       v_signal_ids := '{}';
-      v_pending_run := NULL;
+      v_pending_runs := '{}';
     END IF;
-
-    -- The run's lock: sequences, the open wait and idempotency are decided under it.
-    INSERT INTO signalbox.runs AS r (run_id) VALUES (it.run_id)
-      ON CONFLICT (run_id) DO UPDATE SET run_id = excluded.run_id
-      RETURNING r.status INTO v_status;
     IF current_setting('signalbox.debug_points', true) = 'on' THEN
       PERFORM signalbox.debug_point('accept-signals:locked', it.run_id); -- tests: hold the run's lock here
     END IF;
 
     IF it.idempotency_key IS NOT NULL THEN
-      SELECT s.id, s.sequence, s.wait_id, s.payload_hash INTO v_earlier FROM signalbox.signals s
-        WHERE s.run_id = it.run_id AND s.signal = it.signal AND s.idempotency_key = it.idempotency_key AND s.sequence IS NOT NULL;
+      SELECT s.id, s.sequence, s.wait_id, s.payload_hash, s.run_id INTO v_earlier FROM signalbox.signals s
+        WHERE s.run_id = ANY(v_path) AND s.signal = it.signal AND s.idempotency_key = it.idempotency_key AND s.sequence IS NOT NULL;
       IF FOUND THEN
         IF v_earlier.payload_hash IS NOT DISTINCT FROM it.payload_hash THEN
-          RETURN QUERY SELECT it.i, 'duplicate'::text, v_earlier.id, v_earlier.sequence, v_earlier.wait_id;
+          RETURN QUERY SELECT it.i, 'duplicate'::text, v_earlier.id, v_earlier.sequence, v_earlier.wait_id, v_earlier.run_id;
         ELSE
-          RETURN QUERY SELECT it.i, 'rejected_idempotency_conflict'::text, signalbox.reject_signal(it.id, it.run_id, it.signal, 'rejected_idempotency_conflict', it.payload, it.payload_hash, it.idempotency_key), NULL::bigint, NULL::text;
+          RETURN QUERY SELECT it.i, 'rejected_idempotency_conflict'::text, signalbox.reject_signal(it.id, it.run_id, it.signal, 'rejected_idempotency_conflict', it.payload, it.payload_hash, it.idempotency_key), NULL::bigint, NULL::text, it.run_id;
         END IF;
         CONTINUE;
       END IF;
     END IF;
 
     IF v_status = 'cancelled' THEN
-      RETURN QUERY SELECT it.i, 'rejected_not_active'::text, signalbox.reject_signal(it.id, it.run_id, it.signal, 'rejected_not_active', it.payload, it.payload_hash, it.idempotency_key), NULL::bigint, NULL::text;
+      RETURN QUERY SELECT it.i, 'rejected_not_active'::text, signalbox.reject_signal(it.id, it.run_id, it.signal, 'rejected_not_active', it.payload, it.payload_hash, it.idempotency_key), NULL::bigint, NULL::text, it.run_id;
       CONTINUE;
     END IF;
 
@@ -75,7 +89,7 @@ BEGIN
       v_wait_id := NULL; -- another wait of that name is as good as none
     END IF;
     IF v_wait_id IS NULL AND (it.buffer_ttl_s <= 0 OR it.expect_wait_id IS NOT NULL) THEN
-      RETURN QUERY SELECT it.i, 'rejected_not_waiting'::text, signalbox.reject_signal(it.id, it.run_id, it.signal, 'rejected_not_waiting', it.payload, it.payload_hash, it.idempotency_key), NULL::bigint, NULL::text;
+      RETURN QUERY SELECT it.i, 'rejected_not_waiting'::text, signalbox.reject_signal(it.id, it.run_id, it.signal, 'rejected_not_waiting', it.payload, it.payload_hash, it.idempotency_key), NULL::bigint, NULL::text, it.run_id;
       CONTINUE;
     END IF;
 
@@ -88,13 +102,13 @@ BEGIN
     IF v_wait_id IS NULL THEN
       INSERT INTO signalbox.events (run_id, type, signal_id, data)
         VALUES (it.run_id, 'signal.buffered', it.id, json_build_object('signal', it.signal, 'sequence', v_seq)::jsonb);
-      RETURN QUERY SELECT it.i, 'buffered'::text, it.id, v_seq, NULL::text;
+      RETURN QUERY SELECT it.i, 'buffered'::text, it.id, v_seq, NULL::text, it.run_id;
       CONTINUE;
     END IF;
 
     IF v_quorum IS NOT NULL THEN
       IF NOT signalbox.cast_vote(v_wait_id, it.run_id, it.id, v_quorum, it.payload) THEN
-        RETURN QUERY SELECT it.i, 'received'::text, it.id, v_seq, v_wait_id; -- a vote that does not decide yet
+        RETURN QUERY SELECT it.i, 'received'::text, it.id, v_seq, v_wait_id, it.run_id; -- a vote that does not decide yet
         CONTINUE;
       END IF;
       -- Counting the vote updated the wait (its votes): find its new row version.
@@ -103,8 +117,8 @@ BEGIN
     v_ids := v_ids || v_wait_id;
     v_rows := v_rows || v_wait_row;
     v_signal_ids := v_signal_ids || it.id;
-    v_pending_run := it.run_id;
-    RETURN QUERY SELECT it.i, 'received'::text, it.id, v_seq, v_wait_id;
+    v_pending_runs := v_pending_runs || it.run_id;
+    RETURN QUERY SELECT it.i, 'received'::text, it.id, v_seq, v_wait_id, it.run_id;
   END LOOP;
 
   IF cardinality(v_ids) > 0 THEN

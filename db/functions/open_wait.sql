@@ -5,6 +5,8 @@
 -- and name, the wait and its signal.waiting event, then the oldest usable buffered signal
 -- receives it at once, or a deadline already past times it out at once (both through
 -- signalbox.resolve_waits: event, NOTIFY, callback queued), or its timeout job is queued.
+-- A run continued as another (db/functions/run_chain.sql): the wait opens on the newest run of
+-- its chain, under that run's lock (the key is looked up there), and row_to_json(wait) names it.
 CREATE OR REPLACE FUNCTION "signalbox"."open_wait"(
   p_id text, p_run_id text, p_signal text, p_key text, p_timeout_at timestamptz, p_timeout_s double precision,
   p_callback_url text, p_metadata jsonb)
@@ -17,10 +19,17 @@ DECLARE
   v_wait signalbox.waits;
   v_buffered text;
   v_wait_row tid;
+  v_continued_as text;
 BEGIN
   INSERT INTO signalbox.runs AS r (run_id) VALUES (p_run_id)
     ON CONFLICT (run_id) DO UPDATE SET run_id = excluded.run_id
-    RETURNING r.status INTO v_status;
+    RETURNING r.status, r.continued_as INTO v_status, v_continued_as;
+  IF v_continued_as IS NOT NULL THEN
+    SELECT c.run_id, c.status INTO p_run_id, v_status FROM signalbox.follow_chain(v_continued_as) c;
+  END IF;
+  IF current_setting('signalbox.debug_points', true) = 'on' THEN
+    PERFORM signalbox.debug_point('open-wait:locked', p_run_id); -- tests: hold the run's lock here
+  END IF;
 
   IF p_key IS NOT NULL THEN
     SELECT * INTO v_existing FROM signalbox.waits w WHERE w.run_id = p_run_id AND w.key = p_key;

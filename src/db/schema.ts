@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
 import {
+  type AnyPgColumn,
   bigint,
   boolean,
   check,
@@ -56,9 +57,20 @@ export const runs = signalbox.table(
     /** Registered parent: pause, resume and cancel reach every descendant. */
     parentRunId: text("parent_run_id"),
     createdAt: tz("created_at").notNull().defaultNow(),
+    /**
+     * Continue-as-new (POST /runs/{run}/continue): the run's direct successor. Set once, never
+     * changed: signals and waits addressed to this run go to the newest run of the chain.
+     */
+    continuedAs: text("continued_as").references((): AnyPgColumn => runs.runId),
+    continuedAt: tz("continued_at"),
   },
   (t) => [
-    check("runs_status", sql`${t.status} in ('active', 'cancelled')`),
+    // `continued` is final, as Temporal's ContinuedAsNew: the run's work goes on in continued_as.
+    check("runs_status", sql`${t.status} in ('active', 'cancelled', 'continued')`),
+    check("runs_continued", sql`(${t.status} = 'continued') = (${t.continuedAs} is not null) and (${t.continuedAs} is null) = (${t.continuedAt} is null)`),
+    check("runs_not_own_successor", sql`${t.continuedAs} is null or ${t.continuedAs} <> ${t.runId}`),
+    // One predecessor per run: a chain is a line (continued_from is one run), found by this index.
+    uniqueIndex("runs_continued_as").on(t.continuedAs).where(sql`${t.continuedAs} is not null`),
     check("runs_not_own_parent", sql`${t.parentRunId} is null or ${t.parentRunId} <> ${t.runId}`),
     index("runs_parent").on(t.parentRunId).where(sql`${t.parentRunId} is not null`),
   ],
@@ -217,7 +229,7 @@ export const events = signalbox.table(
     // EVENT_TYPES (src/events/events.queries.ts); test/db/enumerations.test.ts holds the two equal.
     check(
       "events_type",
-      sql`${t.type} in ('signal.waiting', 'signal.received', 'signal.buffered', 'signal.timeout', 'signal.cancelled', 'signal.vote', 'run.pausing', 'run.paused', 'run.resumed', 'run.cancelling', 'run.cancelled')`,
+      sql`${t.type} in ('signal.waiting', 'signal.received', 'signal.buffered', 'signal.timeout', 'signal.cancelled', 'signal.vote', 'run.pausing', 'run.paused', 'run.resumed', 'run.cancelling', 'run.cancelled', 'run.continued', 'run.continued_from')`,
     ),
   ],
 );

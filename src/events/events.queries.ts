@@ -14,6 +14,8 @@ export const EVENT_TYPES = [
   "run.resumed",
   "run.cancelling",
   "run.cancelled",
+  "run.continued",
+  "run.continued_from",
 ] as const;
 export type EventType = (typeof EVENT_TYPES)[number];
 

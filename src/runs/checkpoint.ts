@@ -9,7 +9,7 @@ export const MAX_CHECKPOINT_WAIT_S = 60;
 
 /**
  * A workflow's safe point. Not paused: proceed at once. Paused: the first checkpoint to see it
- * records `run.paused`; then it holds until the run is resumed (proceed), cancelled (409) or
+ * records `run.paused`; then it holds until the run is resumed (proceed), cancelled or continued (409) or
  * `waitS` passes (proceed: false, ask again). Nothing is held in the database while it waits.
  */
 export async function checkpoint(
@@ -20,8 +20,8 @@ export async function checkpoint(
   signal: AbortSignal,
 ): Promise<{ proceed: boolean }> {
   const read = async () => {
-    const [run] = await deps.db.select({ status: runs.status, isPaused: runs.isPaused }).from(runs).where(eq(runs.runId, runId));
-    return run ?? { status: "active", isPaused: false }; // a run never seen is not paused
+    const [run] = await deps.db.select({ status: runs.status, isPaused: runs.isPaused, continuedAs: runs.continuedAs }).from(runs).where(eq(runs.runId, runId));
+    return run ?? { status: "active", isPaused: false, continuedAs: null }; // a run never seen is not paused
   };
   let state = await read();
   if (state.status === "active" && state.isPaused) {
@@ -29,6 +29,8 @@ export async function checkpoint(
     state = await deps.changes.hold(`run:${runId}`, Math.min(waitS, MAX_CHECKPOINT_WAIT_S) * 1000, signal, read, (r) => r.status !== "active" || !r.isPaused);
   }
   if (state.status === "cancelled") throw new ConflictError(`run '${runId}' is cancelled`, { proceed: false });
+  // Its work goes on in the new run (continue-as-new): the old run's code must not.
+  if (state.status === "continued") throw new ConflictError(`run '${runId}' was continued as '${state.continuedAs}'`, { proceed: false, continued_as: state.continuedAs });
   return { proceed: !state.isPaused };
 }
 

@@ -12,6 +12,15 @@ export async function getRunResource(q: Queryable, runId: string) {
       // Correlated by the parameter, not by column: drizzle may print columns unqualified.
       openWaits: sql<number>`(select count(*)::int from signalbox.waits w where w.run_id = ${runId}::text and w.status = 'waiting')`,
       children: sql<string[]>`coalesce((select json_agg(c.run_id order by c.run_id) from signalbox.runs c where c.parent_run_id = ${runId}::text), '[]'::json)`,
+      continuedFrom: sql<string | null>`(select p.run_id from signalbox.runs p where p.continued_as = ${runId}::text)`,
+      newestRunId: sql<string>`(
+        with recursive chain as (
+          select run_id, continued_as, 1 as depth from signalbox.runs where run_id = ${runId}::text
+          union all
+          select r.run_id, r.continued_as, chain.depth + 1 from signalbox.runs r join chain on r.run_id = chain.continued_as
+          where chain.depth < 100000
+        )
+        select run_id from chain where continued_as is null)`,
     })
     .from(runs)
     .where(eq(runs.runId, runId));
@@ -19,7 +28,7 @@ export async function getRunResource(q: Queryable, runId: string) {
   const r = run.row;
   return {
     run_id: r.runId,
-    status: r.status as "active" | "cancelled",
+    status: r.status as "active" | "cancelled" | "continued",
     control: {
       is_paused: r.isPaused,
       paused_at: r.pausedAt?.toISOString() ?? null,
@@ -30,6 +39,10 @@ export async function getRunResource(q: Queryable, runId: string) {
       cancelled_by: r.cancelledBy,
     },
     parent_run_id: r.parentRunId,
+    continued_as: r.continuedAs,
+    continued_at: r.continuedAt?.toISOString() ?? null,
+    continued_from: run.continuedFrom,
+    newest_run_id: run.newestRunId ?? r.runId,
     children: run.children,
     open_waits: Number(run.openWaits),
   };

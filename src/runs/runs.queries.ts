@@ -2,7 +2,7 @@ import { sql } from "drizzle-orm";
 import type { Queryable } from "../db/client.ts";
 import { lockRun } from "./run-lock.ts";
 
-export type TreeRun = { run_id: string; status: "active" | "cancelled"; is_paused: boolean };
+export type TreeRun = { run_id: string; status: "active" | "cancelled" | "continued"; is_paused: boolean };
 
 /**
  * Locks a run and every registered descendant (creating the root on first sight), in run_id

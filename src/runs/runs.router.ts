@@ -9,11 +9,14 @@ import { checkpoint, MAX_CHECKPOINT_WAIT_S } from "./checkpoint.ts";
 import { cancelRun, pauseRun, resumeRun } from "./control-run.ts";
 import { getRun, getRunEvents } from "./get-run.ts";
 import { registerChild, unregisterChild } from "./run-children.ts";
+import { continueRun } from "./continue-run.ts";
 
 const RunSchema = z
   .object({
     run_id: z.string().openapi({ example: "order-17" }),
-    status: z.enum(["active", "cancelled"]),
+    status: z.enum(["active", "cancelled", "continued"]).openapi({
+      description: "`continued`: POST /runs/{run}/continue handed its work to `continued_as`; it is final, like `cancelled`",
+    }),
     control: z.object({
       is_paused: z.boolean(),
       paused_at: z.string().nullable(),
@@ -24,6 +27,12 @@ const RunSchema = z
       cancelled_by: z.string().nullable(),
     }),
     parent_run_id: z.string().nullable(),
+    continued_as: z.string().nullable().openapi({ description: "The run this one was continued as (its direct successor), or null" }),
+    continued_at: z.string().datetime({ offset: true }).nullable(),
+    continued_from: z.string().nullable().openapi({ description: "The run that was continued as this one (its direct predecessor), or null" }),
+    newest_run_id: z.string().openapi({
+      description: "The newest run of this run's chain, where signals and waits addressed to this run go: `run_id` itself when it was never continued",
+    }),
     children: z.array(z.string()),
     open_waits: z.number().int(),
   })
@@ -82,6 +91,31 @@ const pause = controlRoute("pause", "Pause a run and its descendants (takes effe
 const resume = controlRoute("resume", "Resume a run and its descendants", "Resumed");
 const cancel = controlRoute("cancel", "Cancel a run and its descendants: open waits are cancelled, later signals rejected", "Cancelled (cancelling again changes nothing)");
 
+const ContinueBody = z
+  .object({
+    run_id: RunIdSchema.openapi({ description: "The new run (it may exist already, e.g. with waits of its own)", example: "order-17-2" }),
+    by: z.string().max(200).optional(),
+    reason: z.string().max(1000).optional(),
+  })
+  .strict()
+  .openapi("RunContinue");
+const continueRoute = createRoute({
+  method: "post",
+  path: "/runs/{run}/continue",
+  operationId: "continueRun",
+  summary: "Continue a run as a new run (continue-as-new): its waits are cancelled, its buffered signals and everything later go to the new run",
+  description: [
+    "Marks the run `continued` (final) with `continued_as`, in one transaction under both runs' locks. Its open waits are cancelled, with reason `continued` in their `signal.cancelled` event and callback as for any cancel. Its buffered signals still within their TTL move to the new run, oldest first, each taking the new run's next `sequence` and `received_at` now (after the new run's own signals; the TTL still counts from when it first came); one that finds the new run waiting for its name is received by that wait at once. A buffered signal whose idempotency key the new run already holds for that name is not moved: it would be the same delivery twice (it stays behind and expires).",
+    "From then on every signal (`POST /signals/{run}/{signal}`, the batch, approval links, redrive) and every wait (`POST /runs/{run}/waits`, its `key` included) addressed to the old run, or to any run of its chain, applies to the newest run of the chain; intake answers name it in `run_id`. Control verbs (pause, resume, cancel, children) do not follow the chain: they act on the run named. A checkpoint of a continued run answers 409.",
+    "The new run may exist already (say the engine opened its first wait on it); it keeps its own state (a paused new run stays paused; the old run's pause is not carried over). Events: `run.continued` on the old run (with `continued_as`, the moved and kept signals and the cancelled waits), `run.continued_from` on the new one. When the new run was itself continued since, the signals go to the newest run of its chain.",
+    "Continuing to the same run again is 200 and changes nothing. 409 (problem `title` and the end of `type`): `already_continued` (to another run; `continued_as` names it), `continue_cycle` (the new run is the run itself, or its chain leads back to it), `target_has_predecessor` (another run was continued as it: a chain has one run before each), `run_cancelled`, `target_cancelled` (the new run, or the newest of its chain, is cancelled).",
+  ].join("\n\n"),
+  tags: ["Runs"],
+  security: bearerSecurity,
+  request: { params: RunParams, body: { content: { "application/json": { schema: ContinueBody, example: { run_id: "order-17-2", by: "engine", reason: "history too long" } } }, required: true } },
+  responses: { 200: json(RunSchema, "The old run, now `continued` (or already continued as that run)"), ...commonProblems, 409: problems[409] },
+});
+
 const ChildBody = z.object({ run_id: RunIdSchema }).strict().openapi("RunChild");
 const addChild = createRoute({
   method: "post",
@@ -109,7 +143,7 @@ const checkpointRoute = createRoute({
   path: "/runs/{run}/checkpoints/{name}",
   operationId: "passCheckpoint",
   summary: "A safe point: proceed now, or hold while the run is paused",
-  description: "Answers `{proceed: true}` at once when the run is not paused; while paused holds until resumed or `wait_s` passes (`{proceed: false}`: ask again). 409 once the run is cancelled.",
+  description: "Answers `{proceed: true}` at once when the run is not paused; while paused holds until resumed or `wait_s` passes (`{proceed: false}`: ask again). 409 once the run is cancelled or continued (POST /runs/{run}/continue).",
   tags: ["Runs"],
   security: bearerSecurity,
   request: {
@@ -155,6 +189,10 @@ export function runsRouter(deps: Deps & { changes: ChangeFeed; shutdown: AbortSi
     .openapi(pause, async (c) => c.json(await pauseRun(deps, { runId: c.req.valid("param").run, ...c.req.valid("json") }), 200))
     .openapi(resume, async (c) => c.json(await resumeRun(deps, { runId: c.req.valid("param").run, ...c.req.valid("json") }), 200))
     .openapi(cancel, async (c) => c.json(await cancelRun(deps, { runId: c.req.valid("param").run, ...c.req.valid("json") }), 200))
+    .openapi(continueRoute, async (c) => {
+      const { run_id: newRunId, ...rest } = c.req.valid("json");
+      return c.json(await continueRun(deps, { runId: c.req.valid("param").run, newRunId, ...rest }), 200);
+    })
     .openapi(addChild, async (c) => c.json(await registerChild(deps, c.req.valid("param").run, c.req.valid("json").run_id), 200))
     .openapi(removeChild, async (c) => c.json(await unregisterChild(deps, c.req.valid("param").run, c.req.valid("query").run_id), 200))
     .openapi(checkpointRoute, async (c) => {

@@ -9,10 +9,13 @@ export type IntakeItem = Omit<NewSignal, "outcome" | "waitId" | "validationError
   expectWaitId?: string;
 };
 
-/** What `signalbox.accept_signals` answered for one item. */
+/**
+ * What `signalbox.accept_signals` answered for one item. `runId` is the run it was applied to:
+ * the run addressed, or the newest run of its chain when that run was continued.
+ */
 export type IntakeItemAnswer =
-  | { outcome: "received" | "buffered" | "duplicate"; signalId: string; sequence: number; waitId: string | null }
-  | { outcome: "rejected_idempotency_conflict" | "rejected_not_active" | "rejected_not_waiting"; signalId: string };
+  | { outcome: "received" | "buffered" | "duplicate"; signalId: string; sequence: number; waitId: string | null; runId: string }
+  | { outcome: "rejected_idempotency_conflict" | "rejected_not_active" | "rejected_not_waiting"; signalId: string; runId: string };
 
 /**
  * Takes signals in (db/functions/accept_signals.sql, the only implementation of intake): each
@@ -46,6 +49,7 @@ type Row = Record<string, unknown> & {
   answer_signal_id: string | null;
   answer_sequence: number | string | null;
   answer_wait_id: string | null;
+  answer_run_id: string;
 };
 
 function toAnswer(r: Row): IntakeItemAnswer {
@@ -53,11 +57,11 @@ function toAnswer(r: Row): IntakeItemAnswer {
     case "received":
     case "buffered":
     case "duplicate":
-      return { outcome: r.answer, signalId: r.answer_signal_id!, sequence: Number(r.answer_sequence), waitId: r.answer_wait_id };
+      return { outcome: r.answer, signalId: r.answer_signal_id!, sequence: Number(r.answer_sequence), waitId: r.answer_wait_id, runId: r.answer_run_id };
     case "rejected_idempotency_conflict":
     case "rejected_not_active":
     case "rejected_not_waiting":
-      return { outcome: r.answer, signalId: r.answer_signal_id! };
+      return { outcome: r.answer, signalId: r.answer_signal_id!, runId: r.answer_run_id };
     default:
       throw new Error(`accept_signals: unknown answer ${r.answer}`);
   }

@@ -32,6 +32,7 @@ export const RedrivenSchema = z
     signal_id: z.string().openapi({ description: "The new record (for `duplicate`, the signal accepted earlier with the same idempotency key)" }),
     sequence: z.number().int(),
     wait_id: z.string().nullable(),
+    run_id: z.string().openapi({ description: "The run the new attempt was applied to: the dead letter's run, or the newest run of its chain when that run was continued since" }),
     redriven_from: z.string().openapi({ description: "The dead letter sent again" }),
   })
   .openapi("SignalRedriven");

@@ -119,13 +119,13 @@ function intakeAnswer(a: IntakeItemAnswer, record: Pick<NewSignal, "runId" | "si
     case "received":
     case "buffered":
     case "duplicate":
-      return { outcome: a.outcome, signal_id: a.signalId, sequence: a.sequence, wait_id: a.waitId };
+      return { outcome: a.outcome, signal_id: a.signalId, sequence: a.sequence, wait_id: a.waitId, run_id: a.runId };
     case "rejected_idempotency_conflict":
-      return { outcome: a.outcome, signal_id: a.signalId, detail: IDEMPOTENCY_CONFLICT };
+      return { outcome: a.outcome, signal_id: a.signalId, run_id: a.runId, detail: IDEMPOTENCY_CONFLICT };
     case "rejected_not_active":
-      return { outcome: a.outcome, signal_id: a.signalId, detail: notActive(record.runId) };
+      return { outcome: a.outcome, signal_id: a.signalId, run_id: a.runId, detail: notActive(a.runId) };
     case "rejected_not_waiting":
-      return { outcome: a.outcome, signal_id: a.signalId, detail: notWaiting(record) };
+      return { outcome: a.outcome, signal_id: a.signalId, run_id: a.runId, detail: notWaiting({ ...record, runId: a.runId }) };
   }
 }
 
@@ -135,7 +135,10 @@ const notWaiting = (r: Pick<NewSignal, "runId" | "signal">) => `run '${r.runId}'
 
 type RecordedRejection = "rejected_unknown_signal" | "invalid_json" | "rejected_invalid_payload" | "rejected_idempotency_conflict" | "rejected_not_active" | "rejected_not_waiting";
 
-/** Records a rejection in the signal log (never numbered) and answers it. */
+/**
+ * Records a rejection in the signal log (never numbered) and answers it. Decided before any run
+ * lock, so it is the log of the run addressed, continued or not (run_id says so).
+ */
 async function recordRejection(
   q: Queryable,
   record: Omit<NewSignal, "id" | "outcome">,
@@ -145,7 +148,7 @@ async function recordRejection(
 ): Promise<IntakeAnswer> {
   const id = newId("sg");
   await insertRejectedSignal(q, { ...record, id, outcome, validationErrors: problems ?? null });
-  return { outcome, detail, signal_id: id, ...(problems ? { validation_errors: problems } : {}) };
+  return { outcome, detail, signal_id: id, run_id: record.runId, ...(problems ? { validation_errors: problems } : {}) };
 }
 
 const UNAUTHENTICATED: IntakeAnswer = { outcome: "rejected_unauthenticated", detail: "signature verification failed" };

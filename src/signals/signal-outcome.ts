@@ -37,7 +37,11 @@ export const OUTCOME_STATUS: Record<Outcome, number> = {
   invalid_json: 400,
 };
 
-/** What intake answers: an accepted outcome with ids, or a rejection with its reason. */
+/**
+ * What intake answers: an accepted outcome with ids, or a rejection with its reason. `run_id` is
+ * the run the signal was applied to (the newest of its chain when the run addressed was
+ * continued); a rejection recorded in a signal log names the run whose log holds it.
+ */
 export type IntakeAnswer =
-  | { outcome: "received" | "buffered" | "duplicate"; signal_id: string; sequence: number; wait_id: string | null }
-  | { outcome: Exclude<Outcome, "received" | "buffered" | "duplicate">; detail: string; signal_id?: string; validation_errors?: ValidationIssue[] };
+  | { outcome: "received" | "buffered" | "duplicate"; signal_id: string; sequence: number; wait_id: string | null; run_id: string }
+  | { outcome: Exclude<Outcome, "received" | "buffered" | "duplicate">; detail: string; signal_id?: string; run_id?: string; validation_errors?: ValidationIssue[] };

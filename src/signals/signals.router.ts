@@ -21,6 +21,7 @@ const AcceptedSchema = z
     signal_id: z.string().openapi({ example: "sg_01jb2m3k4n5p6q7r8s9t0v1w2x3y" }),
     sequence: z.number().int().openapi({ example: 1 }),
     wait_id: z.string().nullable(),
+    run_id: z.string().openapi({ description: "The run the signal was applied to: the run in the URL, or, when that run was continued (POST /runs/{run}/continue), the newest run of its chain. A `duplicate` names the run of the first signal", example: "order-17" }),
   })
   .openapi("SignalAccepted");
 
@@ -54,6 +55,10 @@ const IntakeProblemSchema = z
     ...ProblemSchema.shape,
     outcome: z.enum(OUTCOMES).openapi({ example: "rejected_not_waiting" }),
     signal_id: z.string().optional().openapi({ description: "Set when the rejected signal was recorded in the signal log" }),
+    run_id: z.string().optional().openapi({
+      description:
+        "Set with `signal_id`: the run whose signal log holds the rejection. For rejected_not_waiting, rejected_not_active and rejected_idempotency_conflict (decided under the run's lock) the newest run of the chain when the run in the URL was continued; for the rejections decided before (invalid_json, rejected_unknown_signal, rejected_invalid_payload) the run in the URL",
+    }),
   })
   .catchall(z.unknown())
   .openapi("IntakeProblem", {
@@ -80,7 +85,7 @@ const intake = createRoute({
   operationId: "sendSignal",
   summary: "Send a signal to a run (external senders; authenticated by the signal type's auth)",
   description:
-    "The body is the payload, verified over the exact bytes received (signature headers per the signal type's `auth`; a management token is also accepted) and checked against the signal type's schema. Every answer names its `outcome`: `received` or `buffered` (202), `duplicate` (200, same idempotency key and payload), or a rejection as `application/problem+json`. Accepted signals get the run's next `sequence`, gapless from 1.",
+    "The body is the payload, verified over the exact bytes received (signature headers per the signal type's `auth`; a management token is also accepted) and checked against the signal type's schema. Every answer names its `outcome`: `received` or `buffered` (202), `duplicate` (200, same idempotency key and payload), or a rejection as `application/problem+json`. Accepted signals get the run's next `sequence`, gapless from 1. A signal addressed to a continued run (POST /runs/{run}/continue) is applied to the newest run of its chain, under that run's lock; `run_id` in the answer names the run it was applied to (always present), and an idempotency key counts across the runs of the chain on the way.",
   tags: ["Signals"],
   security: [{}, { bearerAuth: [] }],
   request: {
@@ -139,6 +144,7 @@ const BatchResultSchema = z
     signal_id: z.string().optional(),
     sequence: z.number().int().optional(),
     wait_id: z.string().nullable().optional(),
+    run_id: z.string().optional().openapi({ description: "The run the signal was applied to: the run in the URL, or, when that run was continued (POST /runs/{run}/continue), the newest run of its chain. A `duplicate` names the run of the first signal; on rejections, as in `IntakeProblem`" }),
     detail: z.string().optional(),
     validation_errors: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
   })

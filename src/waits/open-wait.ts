@@ -8,7 +8,7 @@ import { signals, waits } from "../db/schema.ts";
 import { recordEvents } from "../events/events.queries.ts";
 import { addJob, jobKeys } from "../jobs/enqueue.ts";
 import { scheduleNotifications } from "./schedule-notifications.ts";
-import { lockRun } from "../runs/run-lock.ts";
+import { lockNewestRun } from "../runs/run-lock.ts";
 import { loadSignalType } from "../signal-types/signal-type-cache.ts";
 import { checkSensorTarget } from "./kinds/sensor-target.ts";
 import type { SensorSpec } from "./kinds/sensor-spec.ts";
@@ -76,9 +76,11 @@ export async function openWait(deps: Pick<Deps, "db" | "config" | "signalTypeCac
     if (opened) return opened;
   }
   return withTransaction(deps.db, async (tx) => {
-    const run = await lockRun(tx, input.runId);
+    // Addressed to a continued run: the wait opens on the newest run of its chain.
+    const run = await lockNewestRun(tx, input.runId);
+    const runId = run.run_id;
     if (input.key !== undefined) {
-      const existing = await findWaitByKey(tx, input.runId, input.key);
+      const existing = await findWaitByKey(tx, runId, input.key);
       if (existing) {
         if (existing.signal !== input.signal) throw keyConflict(input, existing.signal);
         return { wait: toWaitResource(existing), created: false };
@@ -91,7 +93,7 @@ export async function openWait(deps: Pick<Deps, "db" | "config" | "signalTypeCac
       .values(
         plan.map((p) => ({
           id: p.id,
-          runId: input.runId,
+          runId,
           signal: p.spec.signal,
           key: p.parentWaitId ? null : (input.key ?? null),
           timeoutAt: deadline(p.spec),
@@ -109,7 +111,7 @@ export async function openWait(deps: Pick<Deps, "db" | "config" | "signalTypeCac
         if (pgCode(err) === "23505" && constraintOf(err) === "waits_one_open") throw alreadyOpen(input, names);
         throw err;
       });
-    await recordEvents(tx, plan.map((p) => ({ runId: input.runId, type: "signal.waiting", waitId: p.id, data: { signal: p.spec.signal, kind: p.kind } })));
+    await recordEvents(tx, plan.map((p) => ({ runId, type: "signal.waiting", waitId: p.id, data: { signal: p.spec.signal, kind: p.kind } })));
 
     // Members first: a member consuming a buffered signal may settle the parent at once.
     let resolvedAny = false;
@@ -117,7 +119,7 @@ export async function openWait(deps: Pick<Deps, "db" | "config" | "signalTypeCac
       const row = inserted.find((r) => r.id === p.id)!;
       // A composite's parent may have been settled by its members: look before arming it.
       if (plan.length > 1 && (await findWait(tx, p.id))?.status !== "waiting") continue;
-      resolvedAny = (await armWait(tx, p, input.runId, row)) || resolvedAny;
+      resolvedAny = (await armWait(tx, p, runId, row)) || resolvedAny;
       const type = types.find((t) => t.name === p.spec.signal);
       if (type) await scheduleNotifications(tx, { waitId: p.id, timeoutAt: row.timeoutAt, notifyUrl: type.notifyUrl, remindersS: type.remindersS });
     }

@@ -55,7 +55,7 @@ describe("outcomes", () => {
     const r = await intake(app, "recv-1", "approval", '{"approved":true}');
     expect(r.status).toBe(202);
     expect(r.contentType).toMatch(/^application\/json/);
-    expect(r.body).toEqual({ outcome: "received", signal_id: expect.stringMatching(/^sg_/), sequence: 1, wait_id: wait.id });
+    expect(r.body).toEqual({ outcome: "received", signal_id: expect.stringMatching(/^sg_/), sequence: 1, wait_id: wait.id, run_id: "recv-1" });
     expect(await body(app.api(`/waits/${wait.id}`))).toMatchObject({
       status: "received",
       result: { signal_id: r.body!.signal_id, sequence: 1, payload: { approved: true }, received_at: expect.any(String) },
@@ -65,7 +65,7 @@ describe("outcomes", () => {
   it("buffered: 202 with no wait; the next wait opened consumes it at once", async () => {
     const r = await intake(app, "buf-1", "buffered", '{"early":true}');
     expect(r.status).toBe(202);
-    expect(r.body).toEqual({ outcome: "buffered", signal_id: expect.stringMatching(/^sg_/), sequence: 1, wait_id: null });
+    expect(r.body).toEqual({ outcome: "buffered", signal_id: expect.stringMatching(/^sg_/), sequence: 1, wait_id: null, run_id: "buf-1" });
     const { status, body: wait } = await openWait(app, "buf-1", { signal: "buffered" });
     expect(status).toBe(201);
     expect(wait).toMatchObject({ status: "received", resolved_at: expect.any(String), result: { signal_id: r.body!.signal_id, sequence: 1, payload: { early: true } } });
@@ -104,7 +104,7 @@ describe("outcomes", () => {
     expect(first.status).toBe(202);
     const again = await intake(app, "dup-1", "anything", '{"a":1}', key);
     expect(again.status).toBe(200);
-    expect(again.body).toEqual({ outcome: "duplicate", signal_id: first.body!.signal_id, sequence: first.body!.sequence, wait_id: wait.id });
+    expect(again.body).toEqual({ outcome: "duplicate", signal_id: first.body!.signal_id, sequence: first.body!.sequence, wait_id: wait.id, run_id: "dup-1" });
     // Nothing new happened: one signal in the log, the wait unchanged.
     const log = await signalLog("dup-1");
     expect(log).toHaveLength(1);

@@ -49,7 +49,7 @@ describe("redriving one signal", () => {
     const res = await redrive({ signal_id: dead });
     expect(res.status).toBe(202);
     const answer = (await res.json()) as { signal_id: string };
-    expect(answer).toEqual({ outcome: "received", signal_id: expect.stringMatching(/^sg_/), sequence: 1, wait_id: wait.id, redriven_from: dead });
+    expect(answer).toEqual({ outcome: "received", signal_id: expect.stringMatching(/^sg_/), sequence: 1, wait_id: wait.id, run_id: "rd-1", redriven_from: dead });
     expect(await body(app.api(`/waits/${wait.id}`))).toMatchObject({ status: "received", result: { signal_id: answer.signal_id, payload: { approved: true } } });
 
     const log = await signalLog("rd-1");
@@ -110,7 +110,7 @@ describe("redriving one signal", () => {
 
     const res = await redrive({ signal_id: dead });
     expect(res.status).toBe(200);
-    expect(await res.json()).toEqual({ outcome: "duplicate", signal_id: retried.body!.signal_id, sequence: 1, wait_id: wait.id, redriven_from: dead });
+    expect(await res.json()).toEqual({ outcome: "duplicate", signal_id: retried.body!.signal_id, sequence: 1, wait_id: wait.id, run_id: "rd-key", redriven_from: dead });
     expect((await signalLog("rd-key")).map((s) => s.outcome)).toEqual(["rejected_not_waiting", "received"]);
   });
 

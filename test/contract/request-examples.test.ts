@@ -23,7 +23,7 @@ afterAll(async () => {
 });
 
 /** A user's order: declare the type, open a wait, ask for links, send the signal, then the rest. */
-const TRIED_IN_ORDER = ["putSignalType", "openWait", "createApprovalLinks", "sendSignal", "sendSignalBatch", "redriveSignals", "addRunChild", "pauseRun", "resumeRun", "cancelRun"];
+const TRIED_IN_ORDER = ["putSignalType", "openWait", "createApprovalLinks", "sendSignal", "sendSignalBatch", "redriveSignals", "addRunChild", "pauseRun", "resumeRun", "continueRun", "cancelRun"];
 
 describe("documented request examples", () => {
   it("every JSON request body has an example of its own", () => {

@@ -33,7 +33,7 @@ export function holdAt(name: DebugPointName): Gate {
 }
 
 /** The points inside SQL functions (signalbox.debug_point calls). */
-export type SqlDebugPointName = "accept-signals:locked";
+export type SqlDebugPointName = "accept-signals:locked" | "open-wait:locked" | "continue-run:locked";
 
 /**
  * Holds the transaction that reaches SQL debug point `name` for `subject` (a run id) inside a

@@ -20,7 +20,7 @@ afterAll(async () => {
 
 interface Answer {
   status: number;
-  body: { outcome: string; signal_id?: string; sequence?: number; wait_id?: string | null };
+  body: { outcome: string; signal_id?: string; sequence?: number; wait_id?: string | null; run_id?: string };
 }
 
 async function send(run: string, signal: string, body: string, headers: Record<string, string> = {}): Promise<Answer> {
@@ -93,7 +93,7 @@ describe("40 concurrent retries of one Idempotency-Key with the same payload", (
     const first = answers.find((a) => a.body.outcome === "received")!;
     expect(first).toMatchObject({ status: 202, body: { sequence: 1, wait_id: waitId } });
     for (const a of answers.filter((x) => x !== first)) {
-      expect(a).toEqual({ status: 200, body: { outcome: "duplicate", signal_id: first.body.signal_id, sequence: 1, wait_id: waitId } });
+      expect(a).toEqual({ status: 200, body: { outcome: "duplicate", signal_id: first.body.signal_id, sequence: 1, wait_id: waitId, run_id: first.body.run_id } });
     }
 
     const log = await signalLog("retries");

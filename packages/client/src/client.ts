@@ -18,6 +18,7 @@ import type {
   RedriveResult,
   Run,
   RunControl,
+  RunContinue,
   RunEvent,
   RunEventList,
   SignalAccepted,
@@ -166,6 +167,15 @@ export function createClient(options: ClientOptions) {
       call(() => api.POST("/runs/{run}/pause", { params: run(runId), body, signal: o.signal }), o.signal),
     resume: (runId: string, body: { by?: string } = {}, o: CallOptions = {}): Promise<Run> =>
       call(() => api.POST("/runs/{run}/resume", { params: run(runId), body, signal: o.signal }), o.signal),
+    /**
+     * Continue-as-new: the run's open waits are cancelled (reason `continued`), its buffered
+     * signals move to `newRunId`, and every later signal and wait addressed to the run goes to
+     * the newest run of its chain. Again to the same run: the run as it is; otherwise a 409
+     * problem (`already_continued`, `continue_cycle`, `target_has_predecessor`, `run_cancelled`,
+     * `target_cancelled`).
+     */
+    continue: (runId: string, newRunId: string, body: RunContinue = {}, o: CallOptions = {}): Promise<Run> =>
+      call(() => api.POST("/runs/{run}/continue", { params: run(runId), body: { ...body, run_id: newRunId }, signal: o.signal }), o.signal),
     addChild: (runId: string, childRunId: string, o: CallOptions = {}): Promise<Run> =>
       call(() => api.POST("/runs/{run}/children", { params: run(runId), body: { run_id: childRunId }, signal: o.signal }), o.signal),
     removeChild: (runId: string, childRunId: string, o: CallOptions = {}): Promise<Run> =>

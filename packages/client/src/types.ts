@@ -22,6 +22,8 @@ export type RedriveResult = Schemas["RedriveResult"];
 export type RedriveFilter = NonNullable<Schemas["RedriveRequest"]["filter"]>;
 export type Run = Schemas["Run"];
 export type RunControl = Schemas["RunControl"];
+/** `by` and `reason` of a continue-as-new (the new run is the second argument of `runs.continue`). */
+export type RunContinue = Omit<Schemas["RunContinue"], "run_id">;
 export type RunEvent = Schemas["RunEvent"];
 export type RunEventList = Schemas["RunEventList"];
 export type CheckpointAnswer = Schemas["CheckpointAnswer"];

@@ -107,6 +107,21 @@ describe("createClient against a live signalbox", () => {
     expect((await problemOf(stranger.waits.find())).status).toBe(401);
   });
 
+  it("runs.continue hands a run's work to a new run; intake answers name the run they were applied to", async () => {
+    const old = await client.waits.open("order-c1", { signal: "manager-approval" });
+    const run = await client.runs.continue("order-c1", "order-c2", { by: "engine", reason: "history too long" });
+    expect(run).toMatchObject({ run_id: "order-c1", status: "continued", continued_as: "order-c2", newest_run_id: "order-c2" });
+    expect((await client.waits.get(old.id)).status).toBe("cancelled");
+    expect((await client.runs.continue("order-c1", "order-c2")).continued_as).toBe("order-c2"); // again: the same
+
+    const wait = await client.waits.open("order-c1", { signal: "manager-approval" });
+    expect(wait.run_id).toBe("order-c2");
+    const sent = await client.signals.send("order-c1", "manager-approval", { approved: true });
+    expect(sent).toMatchObject({ outcome: "received", wait_id: wait.id, run_id: "order-c2" });
+    const refused = await problemOf(client.runs.continue("order-c1", "order-c3"));
+    expect(refused).toMatchObject({ status: 409, title: "already_continued" });
+  });
+
   it("waitFor gives up with WaitTimeoutError carrying the wait, still waiting", async () => {
     const wait = await client.waits.open("order-4", { signal: "manager-approval" });
     const err = await client.waits.waitFor(wait.id, { timeoutMs: 300 }).catch((e: unknown) => e);

@@ -20,7 +20,7 @@ export async function runPage(deps: Pick<Deps, "db">, runId: string, params: URL
   const [waits, events] = await Promise.all([findWaits(deps, { runId, limit: WAITS_SHOWN }), getRunEvents(deps, runId, after, EVENTS_SHOWN)]);
   const done = DONE[params.get("done") ?? ""];
   const c = run.control;
-  const state = c.is_cancelled ? "cancelled" : c.is_paused ? "paused" : "active";
+  const state = run.status === "continued" ? "continued" : c.is_cancelled ? "cancelled" : c.is_paused ? "paused" : "active";
   const lastEvent = events.items[events.items.length - 1]?.id ?? after ?? "";
   const body = html`<h1>Run <span class="mono">${run.run_id}</span></h1>
 ${done ? notice("ok", done) : ""}
@@ -30,11 +30,14 @@ ${done ? notice("ok", done) : ""}
 <dt>State</dt><dd><strong class="state state-${state}">${state}</strong></dd>
 ${c.is_paused ? html`<dt>Paused</dt><dd>${when(c.paused_at)} by ${c.paused_by ?? "—"}${c.pause_reason ? html`: ${c.pause_reason}` : ""}</dd>` : ""}
 ${c.is_cancelled ? html`<dt>Cancelled by</dt><dd>${c.cancelled_by ?? "—"}${c.cancel_reason ? html`: ${c.cancel_reason}` : ""}</dd>` : ""}
+${run.continued_as ? html`<dt>Continued as</dt><dd>${runLink(run.continued_as)} ${when(run.continued_at)}</dd>` : ""}
+${run.newest_run_id !== run.run_id && run.newest_run_id !== run.continued_as ? html`<dt>Newest run</dt><dd>${runLink(run.newest_run_id)} <span class="sub">(signals and waits for this run go there)</span></dd>` : ""}
+${run.continued_from ? html`<dt>Continued from</dt><dd>${runLink(run.continued_from)}</dd>` : ""}
 <dt>Open waits</dt><dd>${run.open_waits}</dd>
 <dt>Parent</dt><dd>${run.parent_run_id ? runLink(run.parent_run_id) : "—"}</dd>
 <dt>Children</dt><dd>${run.children.length === 0 ? "—" : html`<ul class="inline">${run.children.map((child) => html`<li>${runLink(child)}</li>`)}</ul>`}</dd>
 </dl>
-${c.is_cancelled ? "" : controls(run.run_id, c.is_paused, frame.csrf)}
+${run.status === "active" ? controls(run.run_id, c.is_paused, frame.csrf) : ""}
 </section>
 <section aria-labelledby="waits-h">
 <h2 id="waits-h">Waits</h2>

@@ -331,7 +331,7 @@ export interface paths {
         put?: never;
         /**
          * Send a signal to a run (external senders; authenticated by the signal type's auth)
-         * @description The body is the payload, verified over the exact bytes received (signature headers per the signal type's `auth`; a management token is also accepted) and checked against the signal type's schema. Every answer names its `outcome`: `received` or `buffered` (202), `duplicate` (200, same idempotency key and payload), or a rejection as `application/problem+json`. Accepted signals get the run's next `sequence`, gapless from 1.
+         * @description The body is the payload, verified over the exact bytes received (signature headers per the signal type's `auth`; a management token is also accepted) and checked against the signal type's schema. Every answer names its `outcome`: `received` or `buffered` (202), `duplicate` (200, same idempotency key and payload), or a rejection as `application/problem+json`. Accepted signals get the run's next `sequence`, gapless from 1. A signal addressed to a continued run (POST /runs/{run}/continue) is applied to the newest run of its chain, under that run's lock; `run_id` in the answer names the run it was applied to (always present), and an idempotency key counts across the runs of the chain on the way.
          */
         post: operations["sendSignal"];
         delete?: never;
@@ -408,6 +408,32 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/runs/{run}/continue": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Continue a run as a new run (continue-as-new): its waits are cancelled, its buffered signals and everything later go to the new run
+         * @description Marks the run `continued` (final) with `continued_as`, in one transaction under both runs' locks. Its open waits are cancelled, with reason `continued` in their `signal.cancelled` event and callback as for any cancel. Its buffered signals still within their TTL move to the new run, oldest first, each taking the new run's next `sequence` and `received_at` now (after the new run's own signals; the TTL still counts from when it first came); one that finds the new run waiting for its name is received by that wait at once. A buffered signal whose idempotency key the new run already holds for that name is not moved: it would be the same delivery twice (it stays behind and expires).
+         *
+         *     From then on every signal (`POST /signals/{run}/{signal}`, the batch, approval links, redrive) and every wait (`POST /runs/{run}/waits`, its `key` included) addressed to the old run, or to any run of its chain, applies to the newest run of the chain; intake answers name it in `run_id`. Control verbs (pause, resume, cancel, children) do not follow the chain: they act on the run named. A checkpoint of a continued run answers 409.
+         *
+         *     The new run may exist already (say the engine opened its first wait on it); it keeps its own state (a paused new run stays paused; the old run's pause is not carried over). Events: `run.continued` on the old run (with `continued_as`, the moved and kept signals and the cancelled waits), `run.continued_from` on the new one. When the new run was itself continued since, the signals go to the newest run of its chain.
+         *
+         *     Continuing to the same run again is 200 and changes nothing. 409 (problem `title` and the end of `type`): `already_continued` (to another run; `continued_as` names it), `continue_cycle` (the new run is the run itself, or its chain leads back to it), `target_has_predecessor` (another run was continued as it: a chain has one run before each), `run_cancelled`, `target_cancelled` (the new run, or the newest of its chain, is cancelled).
+         */
+        post: operations["continueRun"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/runs/{run}/children": {
         parameters: {
             query?: never;
@@ -437,7 +463,7 @@ export interface paths {
         put?: never;
         /**
          * A safe point: proceed now, or hold while the run is paused
-         * @description Answers `{proceed: true}` at once when the run is not paused; while paused holds until resumed or `wait_s` passes (`{proceed: false}`: ask again). 409 once the run is cancelled.
+         * @description Answers `{proceed: true}` at once when the run is not paused; while paused holds until resumed or `wait_s` passes (`{proceed: false}`: ask again). 409 once the run is cancelled or continued (POST /runs/{run}/continue).
          */
         post: operations["passCheckpoint"];
         delete?: never;
@@ -911,6 +937,8 @@ export interface components {
             signal_id?: string;
             sequence?: number;
             wait_id?: string | null;
+            /** @description The run the signal was applied to: the run in the URL, or, when that run was continued (POST /runs/{run}/continue), the newest run of its chain. A `duplicate` names the run of the first signal; on rejections, as in `IntakeProblem` */
+            run_id?: string;
             detail?: string;
             validation_errors?: {
                 path: string;
@@ -964,6 +992,8 @@ export interface components {
             signal_id: string;
             sequence: number;
             wait_id: string | null;
+            /** @description The run the new attempt was applied to: the dead letter's run, or the newest run of its chain when that run was continued since */
+            run_id: string;
             /** @description The dead letter sent again */
             redriven_from: string;
         };
@@ -1019,6 +1049,8 @@ export interface components {
             outcome: "received" | "buffered" | "duplicate" | "rejected_idempotency_conflict" | "rejected_unauthenticated" | "rejected_unknown_signal" | "rejected_not_waiting" | "rejected_not_active" | "rejected_invalid_payload" | "payload_too_large" | "invalid_json";
             /** @description Set when the rejected signal was recorded in the signal log */
             signal_id?: string;
+            /** @description Set with `signal_id`: the run whose signal log holds the rejection. For rejected_not_waiting, rejected_not_active and rejected_idempotency_conflict (decided under the run's lock) the newest run of the chain when the run in the URL was continued; for the rejections decided before (invalid_json, rejected_unknown_signal, rejected_invalid_payload) the run in the URL */
+            run_id?: string;
         } & {
             [key: string]: unknown;
         };
@@ -1055,12 +1087,20 @@ export interface components {
             /** @example 1 */
             sequence: number;
             wait_id: string | null;
+            /**
+             * @description The run the signal was applied to: the run in the URL, or, when that run was continued (POST /runs/{run}/continue), the newest run of its chain. A `duplicate` names the run of the first signal
+             * @example order-17
+             */
+            run_id: string;
         };
         Run: {
             /** @example order-17 */
             run_id: string;
-            /** @enum {string} */
-            status: "active" | "cancelled";
+            /**
+             * @description `continued`: POST /runs/{run}/continue handed its work to `continued_as`; it is final, like `cancelled`
+             * @enum {string}
+             */
+            status: "active" | "cancelled" | "continued";
             control: {
                 is_paused: boolean;
                 paused_at: string | null;
@@ -1071,6 +1111,14 @@ export interface components {
                 cancelled_by: string | null;
             };
             parent_run_id: string | null;
+            /** @description The run this one was continued as (its direct successor), or null */
+            continued_as: string | null;
+            /** Format: date-time */
+            continued_at: string | null;
+            /** @description The run that was continued as this one (its direct predecessor), or null */
+            continued_from: string | null;
+            /** @description The newest run of this run's chain, where signals and waits addressed to this run go: `run_id` itself when it was never continued */
+            newest_run_id: string;
             children: string[];
             open_waits: number;
         };
@@ -1083,6 +1131,15 @@ export interface components {
         RunControl: {
             reason?: string;
             by?: string;
+        };
+        RunContinue: {
+            /**
+             * @description The new run (it may exist already, e.g. with waits of its own)
+             * @example order-17-2
+             */
+            run_id: string;
+            by?: string;
+            reason?: string;
         };
         RunChild: {
             /** @example order-17 */
@@ -1101,7 +1158,7 @@ export interface components {
             id: string;
             run_id: string;
             /** @enum {string} */
-            type: "signal.waiting" | "signal.received" | "signal.buffered" | "signal.timeout" | "signal.cancelled" | "signal.vote" | "run.pausing" | "run.paused" | "run.resumed" | "run.cancelling" | "run.cancelled";
+            type: "signal.waiting" | "signal.received" | "signal.buffered" | "signal.timeout" | "signal.cancelled" | "signal.vote" | "run.pausing" | "run.paused" | "run.resumed" | "run.cancelling" | "run.cancelled" | "run.continued" | "run.continued_from";
             wait_id: string | null;
             signal_id: string | null;
             data: {
@@ -2888,6 +2945,86 @@ export interface operations {
         };
         responses: {
             /** @description Cancelled (cancelling again changes nothing) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Run"];
+                };
+            };
+            /** @description Malformed request: path, query or body */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Conflicts with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unexpected server error (the detail carries only the request id) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database is unavailable for now, or (long-polls, event streams) too many requests are held open: retry after Retry-After */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    continueRun: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                run: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "run_id": "order-17-2",
+                 *       "by": "engine",
+                 *       "reason": "history too long"
+                 *     }
+                 */
+                "application/json": components["schemas"]["RunContinue"];
+            };
+        };
+        responses: {
+            /** @description The old run, now `continued` (or already continued as that run) */
             200: {
                 headers: {
                     [name: string]: unknown;
