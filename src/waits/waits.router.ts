@@ -44,6 +44,11 @@ export const WaitSchema = z
         description:
           "The resume callback's progress: `attempts` counts every recorded attempt, redeliveries included (`GET /waits/{id}/deliveries` lists them); `last_error` is the latest attempt's",
       }),
+    reply: z.unknown().openapi({
+      description:
+        "The resume callback's reply: the JSON body of its first 2xx answer (`content-type: application/json`, at most 64 KiB), also stored on the signal that resolved the wait. Null until `replied_at`, and when that answer had no JSON body (a body too large or not JSON is not stored; the attempt's `error` says why). A redelivery's answer does not replace it",
+    }),
+    replied_at: NullableTimestamp.openapi({ description: "When the callback was first delivered: from then `reply` is known" }),
   })
   .openapi("Wait");
 
