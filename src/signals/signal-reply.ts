@@ -23,6 +23,9 @@ export interface ReplyState {
   delivery_status: ReplyProgress["deliveryStatus"];
 }
 
+/** Whether the reply is known (the callback was delivered): intake then answers 200. */
+export const replyKnown = (s: Pick<SignalWithReply, "progress">): boolean => s.progress.repliedAt !== null || s.progress.deliveryStatus === "delivered";
+
 /**
  * Known once the callback was delivered (replied_at; `delivered` alone for callbacks delivered
  * before replies were recorded). None will come when the wait has no callback (`none`), its
@@ -35,9 +38,6 @@ export function replyState(s: Pick<SignalWithReply, "outcome" | "reply" | "progr
   const pending = deliveryStatus === "pending" || (deliveryStatus === null && s.outcome === "buffered");
   return { reply: null, reply_pending: pending, delivery_status: deliveryStatus };
 }
-
-/** Whether the reply is known (the callback was delivered): intake then answers 200. */
-export const replyKnown = (s: Pick<SignalWithReply, "progress">): boolean => s.progress.repliedAt !== null || s.progress.deliveryStatus === "delivered";
 
 type ReplyDeps = Pick<Deps, "db"> & { changes: ChangeFeed };
 
