@@ -5,7 +5,7 @@ import type { Deps } from "../deps.ts";
 import { PayloadTooLargeError } from "../core/errors.ts";
 import { readCapped } from "../core/read-capped.ts";
 import type { Metrics } from "../core/metrics.ts";
-import { bearerSecurity, commonProblems, CursorQuery, defaultHook, json, LimitQuery, listOf, problem, problems, RunIdSchema, SignalNameSchema } from "../http/openapi.ts";
+import { bearerSecurity, commonProblems, CursorQuery, defaultHook, holdQuery, json, LimitQuery, listOf, problem, problems, RunIdSchema, SignalNameSchema } from "../http/openapi.ts";
 import { ProblemSchema, problemResponse, type Problem } from "../http/problem.ts";
 import { sendSignal } from "./send-signal.ts";
 import { sendSignalBatch } from "./send-signal-batch.ts";
@@ -117,9 +117,7 @@ const getOne = createRoute({
   security: bearerSecurity,
   request: {
     params: SignalIdParams,
-    query: z.object({
-      wait_s: z.coerce.number().min(0).max(MAX_REPLY_WAIT_S).optional().openapi({ description: `Hold up to this many seconds (max ${MAX_REPLY_WAIT_S}) while the reply is pending` }),
-    }),
+    query: z.object({ wait_s: holdQuery(MAX_REPLY_WAIT_S, "the reply is pending") }),
   },
   responses: { 200: json(SignalWithReplySchema, "The signal and its reply"), ...commonProblems, 404: problems[404] },
 });
