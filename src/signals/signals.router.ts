@@ -13,11 +13,11 @@ import { findSignals } from "./list-signals.ts";
 import { OUTCOME_STATUS, OUTCOMES, RECORD_OUTCOMES, type IntakeAnswer } from "./signal-outcome.ts";
 import { awaitReply, getSignal, MAX_REPLY_WAIT_S, replyKnown, replyState } from "./signal-reply.ts";
 import type { ChangeFeed } from "../events/change-feed.ts";
-
-type AcceptedAnswer = Extract<IntakeAnswer, { sequence: number }>;
 import { redriveSignal } from "./redrive-signal.ts";
 import { redriveMatching } from "./redrive-matching.ts";
 import { RedriveBody, RedriveResultSchema, RedrivenSchema } from "./redrive.schemas.ts";
+
+type AcceptedAnswer = Extract<IntakeAnswer, { sequence: number }>;
 
 /** Where a signal's reply stands: on intake with `wait_s`, and on GET /signals/{id}. */
 const ReplyFields = {
