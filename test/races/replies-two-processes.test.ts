@@ -31,10 +31,18 @@ afterAll(async () => {
 });
 
 describe("replies across processes", () => {
-  it("a sender held on A gets the reply of a callback B delivered, woken by NOTIFY (well within the 1 s poll)", async () => {
+  it("a sender held on A gets the reply of a callback B delivered, woken by NOTIFY", async () => {
     const listener = postgres(a.databaseUrl, { max: 1, onnotice: () => {} });
     const notified: string[] = [];
     await listener.listen("signalbox_wait_changed", (ids) => notified.push(...ids.split(",")));
+    // On A, only the NOTIFYs its LISTEN connection hears may wake a held request: no poll of
+    // its own, no safety poll. A reply that still arrives came by NOTIFY from B.
+    const { hold, wakeAll } = a.changes;
+    a.changes.hold = ((...args: Parameters<typeof hold>) => {
+      const [topics, waitMs, signal, read, done, opts] = args;
+      return hold.call(a.changes, topics, waitMs, signal, read, done, { ...opts, pollMs: undefined });
+    }) as typeof hold;
+    a.changes.wakeAll = () => {};
     try {
       for (let i = 0; i < 5; i++) {
         const run = `two-replies-${i}`;
@@ -43,12 +51,13 @@ describe("replies across processes", () => {
         const answered = performance.now();
         expect(res.status, res.text).toBe(200);
         expect(res.body).toMatchObject({ outcome: "received", wait_id: wait.id, reply: { resumed: wait.id }, reply_pending: false, delivery_status: "delivered" });
-        // From the engine's answer to A's: B recorded it and NOTIFYed, A read it. The poll alone
-        // would take up to a second (five times in a row under 400 ms: not by chance).
-        expect(answered - answeredAt.get(wait.id)!).toBeLessThan(400);
+        // From the engine's answer to A's: B recorded it and NOTIFYed, A read it.
+        expect(answered - answeredAt.get(wait.id)!).toBeLessThan(1000);
         await waitFor("the NOTIFY of the settled delivery", () => notified.includes(wait.id));
       }
     } finally {
+      a.changes.hold = hold;
+      a.changes.wakeAll = wakeAll;
       await listener.end();
     }
   });
