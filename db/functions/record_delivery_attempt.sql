@@ -12,6 +12,14 @@
 -- and that round's count is the one SIGNALBOX_DELIVERY_MAX_ATTEMPTS and the backoff apply to.
 -- Returns the attempt's outcome (delivered, retry, failed) and number, or no row when the
 -- compare-and-set lost.
+--
+-- Replies: a delivered attempt stores the answer's JSON body (p_reply; NULL when it had none)
+-- as the wait's reply, and on the signal that resolved it, in this statement. The first
+-- delivered attempt sets replied_at and the reply; a later one (a redelivery) changes neither,
+-- so what a sender was told stays true. Once the delivery is settled (delivered or failed) the
+-- wait's id is NOTIFYed, waking senders held for the reply (src/signals/await-reply.ts) in
+-- every process.
+DROP FUNCTION IF EXISTS "signalbox"."record_delivery_attempt"(text, int, text, int, text, int, text, int, double precision); -- it took no reply
 CREATE OR REPLACE FUNCTION "signalbox"."record_delivery_attempt"(
   p_wait_id text,
   p_attempts_before int,           -- the wait's delivery_attempts when the attempt began
@@ -21,7 +29,8 @@ CREATE OR REPLACE FUNCTION "signalbox"."record_delivery_attempt"(
   p_duration_ms int,
   p_callback_host text,
   p_max_attempts int,              -- SIGNALBOX_DELIVERY_MAX_ATTEMPTS, per round
-  p_backoff_s double precision)    -- SIGNALBOX_DELIVERY_BACKOFF_S
+  p_backoff_s double precision,    -- SIGNALBOX_DELIVERY_BACKOFF_S
+  p_reply jsonb DEFAULT NULL)      -- delivered: the answer's JSON body; NULL when none
 RETURNS TABLE (outcome text, attempt int, round_attempt int) LANGUAGE plpgsql AS $$
 DECLARE
   v_attempt constant int := p_attempts_before + 1;
@@ -29,6 +38,8 @@ DECLARE
   v_round_start int;
   v_event_id bigint;
   v_outcome text;
+  v_signal_id text;
+  v_reply jsonb;
 BEGIN
   UPDATE signalbox.waits w SET
       delivery_attempts = v_attempt,
@@ -36,13 +47,25 @@ BEGIN
         WHEN p_verdict = 'delivered' THEN 'delivered'
         WHEN p_verdict = 'retry' AND v_attempt - w.delivery_round_start < p_max_attempts THEN 'pending'
         ELSE 'failed' END,
-      delivery_last_error = p_error
+      delivery_last_error = p_error,
+      -- The first delivered answer only (evaluated on the row as locked: two deliveries cannot both be first).
+      reply = CASE WHEN p_verdict = 'delivered' AND w.replied_at IS NULL THEN p_reply ELSE w.reply END,
+      replied_at = CASE WHEN p_verdict = 'delivered' THEN coalesce(w.replied_at, now()) ELSE w.replied_at END
     WHERE w.id = p_wait_id AND w.delivery_status = 'pending' AND w.delivery_attempts = p_attempts_before
-    RETURNING w.delivery_status, w.delivery_round_start, w.resolution_event_id INTO v_status, v_round_start, v_event_id;
+    RETURNING w.delivery_status, w.delivery_round_start, w.resolution_event_id, w.signal_id, w.reply
+      INTO v_status, v_round_start, v_event_id, v_signal_id, v_reply;
   IF NOT FOUND THEN
     RETURN;
   END IF;
   v_outcome := CASE v_status WHEN 'pending' THEN 'retry' ELSE v_status END;
+
+  IF v_outcome <> 'retry' THEN
+    -- The signal keeps the wait's reply (a NULL one is already so: nothing is written for it).
+    IF v_reply IS NOT NULL AND v_signal_id IS NOT NULL THEN
+      UPDATE signalbox.signals s SET reply = v_reply WHERE s.id = v_signal_id AND s.reply IS DISTINCT FROM v_reply;
+    END IF;
+    PERFORM pg_notify(signalbox.wait_changed_channel(), p_wait_id);
+  END IF;
 
   IF p_attempts_before > 0 THEN
     -- The previous attempt is no longer the wait's latest: it leaves the listing of failing deliveries.
@@ -71,8 +94,9 @@ END;
 $$;
 
 -- Several attempts in one round trip (the delivery engine records what a batch of sends
--- answered together): each item as record_delivery_attempt would record it; n is the item's
--- position (1-based), and an item whose compare-and-set lost returns no row.
+-- answered together): each item as record_delivery_attempt would record it, reply and NOTIFY
+-- included (one NOTIFY per 200 settled waits); n is the item's position (1-based), and an
+-- item whose compare-and-set lost returns no row.
 --
 -- Set-based: one UPDATE of the waits (the compare-and-set of every item), one UPDATE of their
 -- previous attempts, one INSERT of the new ones, then add_job for each retry (rare). Recording
@@ -81,7 +105,7 @@ $$;
 -- cheaper for one (0.5 ms against 0.85; 100 items: 4.6 ms against 10.7 one by one); so does a
 -- call naming a wait twice (the engine never does), item by item, in order.
 CREATE OR REPLACE FUNCTION "signalbox"."record_delivery_attempts"(
-  p_items json,                    -- [{wait_id, attempts_before, verdict, status_code, error, duration_ms, callback_host}]
+  p_items json,                    -- [{wait_id, attempts_before, verdict, status_code, error, duration_ms, callback_host, reply}]
   p_max_attempts int,
   p_backoff_s double precision)
 RETURNS TABLE (n int, outcome text, attempt int, round_attempt int) LANGUAGE plpgsql AS $$
@@ -92,22 +116,23 @@ DECLARE
   v_outcomes text[];
   v_attempts int[];
   v_round_starts int[];
+  v_settled text[];
 BEGIN
   IF json_array_length(p_items) = 1 OR (SELECT count(*) <> count(DISTINCT e ->> 'wait_id') FROM json_array_elements(p_items) AS e) THEN
     FOR r IN
       SELECT t.*, k.n AS item FROM json_array_elements(p_items) WITH ORDINALITY AS k(e, n),
-        json_to_record(k.e) AS t(wait_id text, attempts_before int, verdict text, status_code int, error text, duration_ms int, callback_host text)
+        json_to_record(k.e) AS t(wait_id text, attempts_before int, verdict text, status_code int, error text, duration_ms int, callback_host text, reply jsonb)
       ORDER BY k.n
     LOOP
       RETURN QUERY SELECT r.item::int, a.outcome, a.attempt, a.round_attempt FROM signalbox.record_delivery_attempt(
-        r.wait_id, r.attempts_before, r.verdict, r.status_code, r.error, r.duration_ms, r.callback_host, p_max_attempts, p_backoff_s) a;
+        r.wait_id, r.attempts_before, r.verdict, r.status_code, r.error, r.duration_ms, r.callback_host, p_max_attempts, p_backoff_s, r.reply) a;
     END LOOP;
     RETURN;
   END IF;
 
   WITH items AS (
     SELECT k.n::int AS n, t.* FROM json_array_elements(p_items) WITH ORDINALITY AS k(e, n),
-      json_to_record(k.e) AS t(wait_id text, attempts_before int, verdict text, status_code int, error text, duration_ms int, callback_host text)
+      json_to_record(k.e) AS t(wait_id text, attempts_before int, verdict text, status_code int, error text, duration_ms int, callback_host text, reply jsonb)
   ), cas AS (
     -- The compare-and-set of each item, as in record_delivery_attempt.
     UPDATE signalbox.waits w SET
@@ -116,11 +141,18 @@ BEGIN
           WHEN i.verdict = 'delivered' THEN 'delivered'
           WHEN i.verdict = 'retry' AND i.attempts_before + 1 - w.delivery_round_start < p_max_attempts THEN 'pending'
           ELSE 'failed' END,
-        delivery_last_error = i.error
+        delivery_last_error = i.error,
+        reply = CASE WHEN i.verdict = 'delivered' AND w.replied_at IS NULL THEN i.reply ELSE w.reply END,
+        replied_at = CASE WHEN i.verdict = 'delivered' THEN coalesce(w.replied_at, now()) ELSE w.replied_at END
       FROM items i
       WHERE w.id = i.wait_id AND w.delivery_status = 'pending' AND w.delivery_attempts = i.attempts_before
       RETURNING i.n, w.id, i.attempts_before, w.delivery_status, w.delivery_round_start, w.resolution_event_id,
-        i.status_code, i.error, i.duration_ms, i.callback_host
+        i.status_code, i.error, i.duration_ms, i.callback_host, w.signal_id, w.reply
+  ), replies AS (
+    -- The signals keep their waits' replies, as in record_delivery_attempt.
+    UPDATE signalbox.signals s SET reply = c.reply
+      FROM cas c
+      WHERE c.delivery_status <> 'pending' AND c.reply IS NOT NULL AND s.id = c.signal_id AND s.reply IS DISTINCT FROM c.reply
   ), previous AS (
     -- The previous attempts are no longer their waits' latest: they leave the listing of failing deliveries.
     UPDATE signalbox.delivery_attempts a SET latest = false
@@ -134,9 +166,14 @@ BEGIN
   )
   SELECT array_agg(c.n ORDER BY c.n), array_agg(c.id ORDER BY c.n),
       array_agg(CASE c.delivery_status WHEN 'pending' THEN 'retry' ELSE c.delivery_status END ORDER BY c.n),
-      array_agg(c.attempts_before + 1 ORDER BY c.n), array_agg(c.delivery_round_start ORDER BY c.n)
-    INTO v_n, v_wait_ids, v_outcomes, v_attempts, v_round_starts
+      array_agg(c.attempts_before + 1 ORDER BY c.n), array_agg(c.delivery_round_start ORDER BY c.n),
+      array_agg(c.id) FILTER (WHERE c.delivery_status <> 'pending')
+    INTO v_n, v_wait_ids, v_outcomes, v_attempts, v_round_starts, v_settled
     FROM cas c;
+  -- Senders held for these replies wake: one NOTIFY per 200 waits (src/events/change-feed.ts splits them).
+  PERFORM pg_notify(signalbox.wait_changed_channel(), string_agg(u.id, ','))
+    FROM unnest(v_settled) WITH ORDINALITY AS u(id, n)
+    GROUP BY (u.n - 1) / 200;
 
   FOR i IN 1 .. coalesce(cardinality(v_n), 0) LOOP
     IF v_outcomes[i] = 'retry' THEN

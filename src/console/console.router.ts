@@ -25,6 +25,7 @@ import { signInPage } from "./pages/sign-in-page.ts";
 import { signalTypePage, signalTypesPage } from "./pages/signal-types-page.ts";
 import { waitsPage } from "./pages/waits-page.ts";
 import { RUN_ID, SIGNAL_ID, SIGNAL_NAME } from "./query-values.ts";
+import { signalPage } from "./pages/signal-page.ts";
 import { redeliverMatching } from "./redeliver-matching.ts";
 import { securityHeaders } from "./security-headers.ts";
 import { SESSION_COOKIE, SessionKeys, type Session } from "./session.ts";
@@ -202,6 +203,11 @@ export function consoleRouter(deps: ConsoleDeps) {
   app.get("/signals", async (c) => {
     const shown = await signalsPage(deps, new URL(c.req.url).searchParams, { ...frameOf(c), csrf: c.get("csrf") });
     return render(c, shown.body, shown.status);
+  });
+  app.get("/signals/:id", async (c) => {
+    const id = c.req.param("id");
+    if (!SIGNAL_ID.test(id)) throw new BadRequestError("a signal id is sg_ followed by letters and digits");
+    return render(c, await signalPage(deps, id, frameOf(c)));
   });
   // A dead letter sent again through the verb of POST /signals/redrive; the form sends the page's filter back.
   app.post("/signals/:id/redrive", async (c) => {

@@ -115,6 +115,14 @@ export const waits = signalbox.table(
     quorum: jsonb("quorum"),
     /** Quorum waits: the distinct responders so far, by response ({"approve": ["kim", "lee"]}). */
     votes: jsonb("votes"),
+    /**
+     * The callback's JSON answer: the body of the first 2xx (application/json, at most 64 KiB;
+     * NULL for any other answer). Set once, with replied_at (db/functions/record_delivery_attempt.sql):
+     * a redelivery's answer does not replace it.
+     */
+    reply: jsonb("reply"),
+    /** When the callback was first delivered: the reply is known from then (NULL reply: the answer had no JSON body). */
+    repliedAt: tz("replied_at"),
   },
   (t) => [
     check("waits_status", sql`${t.status} in ('waiting', 'received', 'timed_out', 'cancelled')`),
@@ -177,6 +185,11 @@ export const signals = signalbox.table(
      * foreign key: retention may purge the original first (it is older).
      */
     redrivenFrom: text("redriven_from"),
+    /**
+     * The reply of the wait this signal resolved (its callback's JSON answer), copied in the statement
+     * that stores it on the wait; the wait's replied_at says whether it is known.
+     */
+    reply: jsonb("reply"),
   },
   (t) => [
     check("signals_accepted_have_sequence", sql`(${t.outcome} in ('received', 'buffered', 'expired')) = (${t.sequence} is not null)`),

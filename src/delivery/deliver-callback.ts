@@ -49,7 +49,7 @@ export async function deliverCallback(deps: DeliveryDeps, waitId: string, abort?
   const found = await findWaitWithEvent(deps.db, waitId);
   const owed = found && owedCallback(found);
   if (!owed) return "skipped";
-  const attempt = await postSigned(owed.url, owed.webhookId, owed.body, deps.secrets.callbackSecret, abort);
+  const attempt = await postSigned(owed.url, owed.webhookId, owed.body, deps.secrets.callbackSecret, abort, true);
   await reportAttempt(deps, owed, attempt);
   return attempt.verdict;
 }
@@ -65,6 +65,9 @@ export function reportRecorded(deps: DeliveryDeps, owed: OwedCallback, attempt: 
   if (attempt.status !== undefined || attempt.seconds > 0) deps.metrics?.deliveryLatency.observe(attempt.seconds);
   if (deps.log.isLevelEnabled("info")) {
     deps.log.info({ waitId, eventId: owed.webhookId, status: attempt.status, verdict: attempt.verdict, attempt: owed.attemptsBefore + 1, recorded: recorded !== undefined }, "callback attempt");
+  }
+  if (attempt.verdict === "delivered" && attempt.error !== null && deps.log.isLevelEnabled("debug")) {
+    deps.log.debug({ waitId, eventId: owed.webhookId, note: attempt.error }, "callback delivered; its reply was not stored");
   }
   if (!recorded) return; // a concurrent send of the same attempt was recorded instead
   deps.metrics?.deliveries.inc({ result: recorded.outcome });
@@ -101,6 +104,7 @@ export async function recordAttempts(deps: Pick<Deps, "db" | "config">, items: A
       error: attempt.error,
       duration_ms: Math.round(attempt.seconds * 1000),
       callback_host: owed.host,
+      reply: attempt.verdict === "delivered" ? (attempt.reply ?? null) : null,
     })),
   );
   const rows = await retryingRollbacks(() =>

@@ -163,7 +163,7 @@ export class DeliveryEngine {
     }
     const started = Date.now();
     this.#deps.metrics?.deliveriesInFlight.inc();
-    const sent = postSigned(owed.url, owed.webhookId, owed.body, this.#deps.secrets.callbackSecret, signal).then((attempt) => {
+    const sent = postSigned(owed.url, owed.webhookId, owed.body, this.#deps.secrets.callbackSecret, signal, true).then((attempt) => {
       this.#deps.metrics?.deliveriesInFlight.dec();
       a.release(attempt.verdict === "retry");
       return attempt;

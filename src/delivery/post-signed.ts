@@ -1,5 +1,6 @@
 import { Agent, request } from "undici";
 import { classifyAttempt, type AttemptVerdict } from "./classify-response.ts";
+import { isJsonContentType, readReply, type ReplyRead } from "./read-reply.ts";
 import { signWebhook } from "./sign-webhook.ts";
 
 export const ATTEMPT_TIMEOUT_MS = 10_000;
@@ -9,6 +10,12 @@ export interface AttemptResult {
   status?: number;
   error: string | null;
   seconds: number;
+  /**
+   * Callbacks: the JSON a delivered attempt's answer carried (application/json, at most 64 KiB),
+   * stored as the wait's reply; undefined when it carried none. A body that could not be kept
+   * leaves it undefined and says why in `error` (the attempt is delivered all the same).
+   */
+  reply?: unknown;
 }
 
 // undici's request() rather than node:http or fetch: measured on one 2-core box, POSTing to one
@@ -20,25 +27,31 @@ const agent = new Agent({ keepAliveTimeout: 4_000, connect: { timeout: ATTEMPT_T
 /**
  * One attempt to POST an event, signed per Standard Webhooks (`webhook-id` = the event id, so a
  * retry carries the same id), with a time limit and no redirects followed (a 3xx is an answer,
- * and not a 2xx).
+ * and not a 2xx). With `readReplies` (callbacks), a 2xx JSON answer's body is read as the reply,
+ * within the same time limit.
  */
-export async function postSigned(url: string, eventId: string, body: string, key: Uint8Array, abort?: AbortSignal): Promise<AttemptResult> {
+export async function postSigned(url: string, eventId: string, body: string, key: Uint8Array, abort?: AbortSignal, readReplies = false): Promise<AttemptResult> {
   const headers: Record<string, string> = { "content-type": "application/json", "user-agent": "signalbox", ...signWebhook(key, eventId, Math.floor(Date.now() / 1000), body) };
   const started = performance.now();
   let status: number | undefined;
   let error: string | null = null;
+  let reply: ReplyRead = {};
   const timeout = AbortSignal.timeout(ATTEMPT_TIMEOUT_MS);
   try {
-    status = await post(url, body, headers, abort ? AbortSignal.any([abort, timeout]) : timeout);
+    ({ status, reply } = await post(url, body, headers, abort ? AbortSignal.any([abort, timeout]) : timeout, readReplies));
     if (status < 200 || status >= 300) error = `HTTP ${status}`;
   } catch (err) {
     error = `request failed: ${timeout.aborted ? `no answer within ${ATTEMPT_TIMEOUT_MS / 1000} s` : describe(err)}`;
   }
-  return { verdict: classifyAttempt(status), status, error, seconds: (performance.now() - started) / 1000 };
+  if ("note" in reply) error = reply.note;
+  return { verdict: classifyAttempt(status), status, error, seconds: (performance.now() - started) / 1000, ...("value" in reply ? { reply: reply.value } : {}) };
 }
 
-/** Resolves with the status as soon as the answer's head arrives (its body is drained, unread). */
-async function post(url: string, body: string, headers: Record<string, string>, signal: AbortSignal): Promise<number> {
+/**
+ * Resolves with the status as soon as the answer's head arrives (its body is drained, unread),
+ * or, for a 2xx JSON answer when replies are read, once its body is read.
+ */
+async function post(url: string, body: string, headers: Record<string, string>, signal: AbortSignal, readReplies: boolean): Promise<{ status: number; reply: ReplyRead }> {
   const target = new URL(url);
   // Credentials in the URL's userinfo go as Basic auth, as node:http sends them (undici drops them).
   if (target.username || target.password) {
@@ -49,8 +62,12 @@ async function post(url: string, body: string, headers: Record<string, string>, 
   const res = await request(target, { method: "POST", headers, body, signal, dispatcher: agent });
   // A body cut short, or one that never ends, does not change the answer.
   res.body.on("error", () => {});
+  const status = res.statusCode;
+  if (readReplies && status >= 200 && status < 300 && isJsonContentType(res.headers["content-type"])) {
+    return { status, reply: await readReply(res.body, res.headers["content-length"]) };
+  }
   res.body.resume();
-  return res.statusCode;
+  return { status, reply: {} };
 }
 
 function describe(err: unknown): string {

@@ -15,6 +15,16 @@ const PROBE_CHANNEL = "signalbox_feed_probe";
 
 export type Topic = `wait:${string}` | `run:${string}`;
 
+export interface HoldOptions {
+  /** Read again at least this often, woken or not: a lost NOTIFY then costs at most this long. */
+  pollMs?: number;
+  /**
+   * Past the cap on held requests, answer the value as it is instead of 503 (intake: the
+   * signal is accepted already, and a 503 would tell its sender to send it again).
+   */
+  answerWhenFull?: boolean;
+}
+
 /**
  * Wakes long-polls, checkpoints and event streams when what they watch changes, in this process
  * or any other sharing the database: one LISTEN connection per process fans NOTIFYs out to
@@ -90,25 +100,47 @@ export class ChangeFeed {
   }
 
   /**
-   * Holds until `check` returns a value, `topic` has no change left to wait for within
-   * `waitMs`, or `signal` aborts; returns the last value `read` produced.
+   * Holds until `done` says so of the value `read` produced, `topics` has no change left to wait
+   * for within `waitMs`, or `signal` aborts; returns the last value `read` produced.
+   *
+   * `topics` may depend on what was read (a signal's reply is watched on its run until a wait
+   * takes it, then on that wait): when a read names a topic not watched during it, it is
+   * registered and read again at once, so no wake-up falls between the two.
    */
-  async hold<T>(topic: Topic, waitMs: number, signal: AbortSignal, read: () => Promise<T>, done: (value: T) => boolean): Promise<T> {
+  async hold<T>(
+    topics: Topic | ((latest: T | undefined) => Topic[]),
+    waitMs: number,
+    signal: AbortSignal,
+    read: () => Promise<T>,
+    done: (value: T) => boolean,
+    opts: HoldOptions = {},
+  ): Promise<T> {
+    const topicsOf = typeof topics === "function" ? topics : () => [topics];
     const deadline = Date.now() + waitMs;
     let release: (() => void) | undefined; // taken once the request is to be held, not for an answer at once
+    let latest: T | undefined;
     try {
       for (;;) {
-        const watch = this.watch(topic, signal); // register before reading: no lost wake-up
+        const watching = topicsOf(latest);
+        const watches = watching.map((t) => this.watch(t, signal)); // register before reading: no lost wake-up
         try {
-          const value = await read();
+          const value = (latest = await read());
           const remaining = deadline - Date.now();
           if (done(value) || signal.aborted || remaining <= 0) return value;
-          release ??= this.admit();
+          if (topicsOf(value).some((t) => !watching.includes(t))) continue;
+          if (!release) {
+            try {
+              release = this.admit();
+            } catch (err) {
+              if (opts.answerWhenFull && err instanceof ServiceUnavailableError) return value;
+              throw err;
+            }
+          }
           let timer: NodeJS.Timeout | undefined;
-          await Promise.race([watch.changed, new Promise<void>((r) => (timer = setTimeout(r, remaining)))]);
+          await Promise.race([...watches.map((w) => w.changed), new Promise<void>((r) => (timer = setTimeout(r, Math.min(remaining, opts.pollMs ?? remaining))))]);
           clearTimeout(timer);
         } finally {
-          watch.stop();
+          for (const w of watches) w.stop();
         }
       }
     } finally {

@@ -49,6 +49,10 @@ export const SignalNameSchema = z
   .openapi({ example: "manager-approval" });
 export const WaitIdSchema = z.string().min(1).max(100).openapi({ example: "wt_01jb2m3k4n5p6q7r8s9t0v1w2x3y" });
 
+/** `?wait_s=`: how long a long-poll may hold the request (seconds, decimals allowed; 0 answers at once). */
+export const holdQuery = (maxS: number, whileWhat: string) =>
+  z.coerce.number().min(0).max(maxS).optional().openapi({ description: `Hold up to this many seconds (max ${maxS}) while ${whileWhat}` });
+
 export const LimitQuery = z.coerce.number().int().min(1).max(500).default(50).openapi({ description: "Page size (max 500)", example: 50 });
 export const CursorQuery = z.string().max(400).optional().openapi({ description: "next_cursor from the previous page" });
 

@@ -1,6 +1,6 @@
 import { and, asc, desc, eq, getTableColumns, isNull, or, sql, type SQL } from "drizzle-orm";
 import type { Queryable } from "../db/client.ts";
-import { signals } from "../db/schema.ts";
+import { signals, waits } from "../db/schema.ts";
 import type { ValidationIssue } from "../core/errors.ts";
 import { toStorable } from "../core/storable-text.ts";
 
@@ -69,7 +69,10 @@ export function outcomeIs(outcome: string): SQL {
 // subquery `id` would be r's own.
 const redrivenAs = sql<string | null>`(select r.id from signalbox.signals r where r.redriven_from = "signals"."id")`;
 
-export type ListedSignal = SignalRow & { redrivenAs: string | null };
+export type ListedSignal = Omit<SignalRow, "reply"> & { redrivenAs: string | null };
+
+/** A signal's columns but its reply (up to 64 KiB each: read only for one signal, GET /signals/{id}). */
+const { reply: _reply, ...listedColumns } = getTableColumns(signals);
 
 export async function listSignals(q: Queryable, f: SignalFilter, limit: number): Promise<ListedSignal[]> {
   const conditions: SQL[] = [];
@@ -84,11 +87,33 @@ export async function listSignals(q: Queryable, f: SignalFilter, limit: number):
   }
   const order = f.newestFirst ? desc : asc;
   return q
-    .select({ ...getTableColumns(signals), outcome: shownOutcome, redrivenAs })
+    .select({ ...listedColumns, outcome: shownOutcome, redrivenAs })
     .from(signals)
     .where(and(...conditions))
     .orderBy(order(signals.receivedAt), order(signals.id))
     .limit(limit + 1);
+}
+
+/** Whether the resume callback of the wait a signal resolved has answered, and how it stands. */
+export interface ReplyProgress {
+  /** The wait's delivery status (none: no callback_url); null while no wait has taken the signal. */
+  deliveryStatus: "none" | "pending" | "delivered" | "failed" | null;
+  /** When the callback was first delivered (the reply is known from then). */
+  repliedAt: Date | null;
+}
+
+export type SignalWithReply = ListedSignal & { reply: unknown; progress: ReplyProgress };
+
+/** One signal record with its reply and its wait's delivery progress, in one query. */
+export async function findSignalWithReply(q: Queryable, id: string): Promise<SignalWithReply | undefined> {
+  const [row] = await q
+    .select({ ...listedColumns, outcome: shownOutcome, redrivenAs, reply: signals.reply, deliveryStatus: waits.deliveryStatus, repliedAt: waits.repliedAt })
+    .from(signals)
+    .leftJoin(waits, eq(waits.id, signals.waitId))
+    .where(eq(signals.id, id));
+  if (!row) return undefined;
+  const { deliveryStatus, repliedAt, ...signal } = row;
+  return { ...signal, reply: signal.reply ?? null, progress: { deliveryStatus: (deliveryStatus as ReplyProgress["deliveryStatus"]) ?? null, repliedAt } };
 }
 
 /**

@@ -5,15 +5,33 @@ import type { Deps } from "../deps.ts";
 import { PayloadTooLargeError } from "../core/errors.ts";
 import { readCapped } from "../core/read-capped.ts";
 import type { Metrics } from "../core/metrics.ts";
-import { bearerSecurity, commonProblems, CursorQuery, defaultHook, json, LimitQuery, listOf, problem, problems, RunIdSchema, SignalNameSchema } from "../http/openapi.ts";
+import { bearerSecurity, commonProblems, CursorQuery, defaultHook, holdQuery, json, LimitQuery, listOf, problem, problems, RunIdSchema, SignalNameSchema } from "../http/openapi.ts";
 import { ProblemSchema, problemResponse, type Problem } from "../http/problem.ts";
 import { sendSignal } from "./send-signal.ts";
 import { sendSignalBatch } from "./send-signal-batch.ts";
 import { findSignals } from "./list-signals.ts";
 import { OUTCOME_STATUS, OUTCOMES, RECORD_OUTCOMES, type IntakeAnswer } from "./signal-outcome.ts";
+import { awaitReply, getSignal, MAX_REPLY_WAIT_S, replyKnown, replyState } from "./signal-reply.ts";
+import type { ChangeFeed } from "../events/change-feed.ts";
 import { redriveSignal } from "./redrive-signal.ts";
 import { redriveMatching } from "./redrive-matching.ts";
 import { RedriveBody, RedriveResultSchema, RedrivenSchema } from "./redrive.schemas.ts";
+
+type AcceptedAnswer = Extract<IntakeAnswer, { sequence: number }>;
+
+/** Where a signal's reply stands: on intake with `wait_s`, and on GET /signals/{id}. */
+const ReplyFields = {
+  reply: z.unknown().openapi({
+    description:
+      "The reply of the resume callback of the wait the signal resolved: the JSON body of its first 2xx answer (`content-type: application/json`, at most 64 KiB). Null until it is known, and when that answer had no JSON body",
+    example: { order_status: "approved" },
+  }),
+  reply_pending: z.boolean().openapi({
+    description:
+      "True while a reply may still come (the callback is owed, or a buffered signal awaits its wait). False once it is known, or when none will come: `delivery_status` is `none` (the wait has no callback_url) or `failed` (until `POST /waits/{id}/redeliver`), or the signal was never kept for a wait",
+  }),
+  delivery_status: z.enum(["none", "pending", "delivered", "failed"]).nullable().openapi({ description: "The resume callback's delivery status (as the wait's `delivery.status`); null while no wait has taken the signal" }),
+};
 
 const AcceptedSchema = z
   .object({
@@ -22,8 +40,24 @@ const AcceptedSchema = z
     sequence: z.number().int().openapi({ example: 1 }),
     wait_id: z.string().nullable(),
     run_id: z.string().openapi({ description: "The run the signal was applied to: the run in the URL, or, when that run was continued (POST /runs/{run}/continue), the newest run of its chain. A `duplicate` names the run of the first signal", example: "order-17" }),
+    reply: ReplyFields.reply.optional().openapi({ description: `With \`wait_s\`: ${ReplyFields.reply.description}` }),
+    reply_pending: ReplyFields.reply_pending.optional().openapi({ description: `With \`wait_s\`: ${ReplyFields.reply_pending.description}` }),
+    delivery_status: ReplyFields.delivery_status.optional().openapi({ description: `With \`wait_s\`: ${ReplyFields.delivery_status.description}` }),
   })
   .openapi("SignalAccepted");
+
+/** `wait_s` on intake: a hold for the reply, so more than 0 (0 would change nothing but the answer's shape). */
+const IntakeQuery = z.object({
+  wait_s: z.coerce
+    .number()
+    .gt(0)
+    .max(MAX_REPLY_WAIT_S)
+    .optional()
+    .openapi({
+      description: `Hold the answer up to this many seconds (more than 0, at most ${MAX_REPLY_WAIT_S}; decimals allowed) until the resume callback of the wait the signal resolved is delivered, and answer its \`reply\``,
+      example: 30,
+    }),
+});
 
 const SignalRecordSchema = z
   .object({
@@ -73,6 +107,26 @@ const IntakeProblemSchema = z
   });
 const intakeProblem = (description: string) => problem(description, IntakeProblemSchema);
 
+const SignalIdParams = z.object({ id: z.string().min(1).max(100).openapi({ param: { name: "id", in: "path" }, example: "sg_01jb2m3k4n5p6q7r8s9t0v1w2x3y" }) });
+
+const SignalWithReplySchema = z.object({ ...SignalRecordSchema.shape, ...ReplyFields }).openapi("SignalWithReply");
+
+const getOne = createRoute({
+  method: "get",
+  path: "/signals/{id}",
+  operationId: "getSignal",
+  summary: "Read a signal record with its reply; with wait_s, long-poll until the reply is known",
+  description:
+    "The record as `GET /signals` lists it, plus where its reply stands (`reply`, `reply_pending`, `delivery_status`). With `wait_s`, the request is held while `reply_pending` is true: it answers as soon as the resume callback of the wait the signal resolved is delivered (or fails, or a buffered signal expires), or when `wait_s` passes, with the record as it is.",
+  tags: ["Signals"],
+  security: bearerSecurity,
+  request: {
+    params: SignalIdParams,
+    query: z.object({ wait_s: holdQuery(MAX_REPLY_WAIT_S, "the reply is pending") }),
+  },
+  responses: { 200: json(SignalWithReplySchema, "The signal and its reply"), ...commonProblems, 404: problems[404] },
+});
+
 const IntakeParams = z.object({
   run: RunIdSchema.openapi({ param: { name: "run", in: "path" } }),
   signal: SignalNameSchema.openapi({ param: { name: "signal", in: "path" } }),
@@ -84,12 +138,15 @@ const intake = createRoute({
   path: "/signals/{run}/{signal}",
   operationId: "sendSignal",
   summary: "Send a signal to a run (external senders; authenticated by the signal type's auth)",
-  description:
+  description: [
     "The body is the payload, verified over the exact bytes received (signature headers per the signal type's `auth`; a management token is also accepted) and checked against the signal type's schema. Every answer names its `outcome`: `received` or `buffered` (202), `duplicate` (200, same idempotency key and payload), or a rejection as `application/problem+json`. Accepted signals get the run's next `sequence`, gapless from 1. A signal addressed to a continued run (POST /runs/{run}/continue) is applied to the newest run of its chain, under that run's lock; `run_id` in the answer names the run it was applied to (always present), and an idempotency key counts across the runs of the chain on the way.",
+    "With `wait_s`, a `received` answer is held until the resume callback of the wait it resolved is delivered: then 200 with the callback's `reply` (its JSON answer, or null when it had none). A `buffered` one is held until a wait takes it and that wait's callback is delivered. If `wait_s` passes first, the answer is as without it (202) with `reply_pending: true` (read the reply later with `GET /signals/{id}`). When no reply will come, it answers at once with `reply_pending: false`: the wait has no `callback_url` (`delivery_status: none`) or its delivery failed (`failed`). A `duplicate` is held as its original was and stays 200. Rejections answer at once. `POST /signals/batch` takes no `wait_s`.",
+  ].join("\n\n"),
   tags: ["Signals"],
   security: [{}, { bearerAuth: [] }],
   request: {
     params: IntakeParams,
+    query: IntakeQuery,
     headers: z.object({
       "idempotency-key": z.string().max(200).optional().openapi({ description: "Same key and payload again is a duplicate" }),
       "webhook-id": z.string().optional().openapi({ description: "standard-webhooks: message id (also the idempotency key)" }),
@@ -104,9 +161,9 @@ const intake = createRoute({
     body: { content: { "application/json": { schema: z.unknown().openapi({ description: "The payload: any JSON, checked against the signal type's schema" }), example: { approved: true, response: "approve" } } }, required: true },
   },
   responses: {
-    202: json(AcceptedSchema, "received (the open wait is resolved) or buffered"),
-    200: json(AcceptedSchema, "duplicate: the same idempotency key and payload as an earlier signal"),
-    400: problem("invalid_json (with `outcome`), or a malformed run id or signal name (with `validation_errors`)"),
+    202: json(AcceptedSchema, "received (the open wait is resolved) or buffered; with `wait_s`, no reply yet (`reply_pending: true`) or none to come (`reply_pending: false`)"),
+    200: json(AcceptedSchema, "duplicate: the same idempotency key and payload as an earlier signal; or, with `wait_s`, the resume callback was delivered: its `reply`"),
+    400: problem("invalid_json (with `outcome`), or a malformed run id, signal name or `wait_s` (with `validation_errors`)"),
     401: intakeProblem("rejected_unauthenticated"),
     404: intakeProblem("rejected_unknown_signal"),
     409: intakeProblem("rejected_not_waiting, rejected_not_active or rejected_idempotency_conflict"),
@@ -155,6 +212,7 @@ const batch = createRoute({
   path: "/signals/batch",
   operationId: "sendSignalBatch",
   summary: "Send several signals (management token); one intake answer per item, in order",
+  description: "Takes no `wait_s`: send one signal with `POST /signals/{run}/{signal}?wait_s=` to wait for its reply.",
   tags: ["Signals"],
   security: bearerSecurity,
   request: {
@@ -227,10 +285,22 @@ const redrive = createRoute({
 export interface SignalsRouterDeps extends Deps {
   metrics: Metrics;
   isManagementToken(token: string | undefined): Promise<boolean>;
+  changes: ChangeFeed;
+  /** Aborted on SIGTERM: requests held for a reply answer at once. */
+  shutdown: AbortSignal;
 }
 
+/** `POST`-only paths under /signals: a GET there is 405, not a lookup of a signal with that id. */
+const POST_ONLY = ["/signals/batch", "/signals/redrive"];
+
 export function signalsRouter(deps: SignalsRouterDeps) {
-  const app = new OpenAPIHono({ defaultHook })
+  const app = new OpenAPIHono({ defaultHook });
+  for (const path of POST_ONLY) app.get(path, (c) => methodNotAllowed(c, "POST"));
+  app
+    .openapi(getOne, async (c) => {
+      const held = AbortSignal.any([c.req.raw.signal, deps.shutdown]);
+      return c.json((await getSignal(deps, c.req.valid("param").id, c.req.valid("query").wait_s ?? 0, held)) as never, 200);
+    })
     .openapi(batch, async (c) => {
       const items = c.req.valid("json").signals;
       const results = await sendSignalBatch(deps, items);
@@ -258,6 +328,9 @@ export function signalsRouter(deps: SignalsRouterDeps) {
   app.post("/signals/:run/:signal", async (c) => {
     const params = IntakeParams.safeParse(c.req.param());
     if (!params.success) return defaultHook({ success: false, error: params.error, target: "param" } as never, c as never) as Response;
+    // Checked before the body is read: a bad wait_s changes nothing.
+    const query = IntakeQuery.safeParse({ wait_s: c.req.query("wait_s") });
+    if (!query.success) return defaultHook({ success: false, error: query.error, target: "query" } as never, c as never) as Response;
     const body = await readBody(c, deps.config.SIGNALBOX_MAX_BODY_BYTES);
     const management = await deps.isManagementToken(bearerToken(c.req.header("authorization")));
     const answer = await sendSignal(deps, {
@@ -270,9 +343,32 @@ export function signalsRouter(deps: SignalsRouterDeps) {
     // Unauthenticated attempts are not in the signal log (anyone can make them): only counted.
     if (answer.outcome === "rejected_unauthenticated") deps.metrics.unauthenticated.inc();
     else deps.metrics.signals.inc(signalLabels(params.data.signal, answer.outcome));
-    return intakeResponse(c, answer);
+    const waitS = query.data.wait_s;
+    if (waitS === undefined || !("sequence" in answer)) return intakeResponse(c, answer);
+    return heldForReply(c, deps, answer, waitS);
   });
   return app;
+}
+
+/**
+ * An accepted signal's answer held for its reply (`wait_s`): the reply when the callback is
+ * delivered (200), else as without wait_s (202) with `reply_pending`. Past the cap on held
+ * requests it answers at once: the signal is accepted, and a 503 would have it sent again.
+ */
+async function heldForReply(c: Context, deps: SignalsRouterDeps, answer: AcceptedAnswer, waitS: number): Promise<Response> {
+  const held = AbortSignal.any([c.req.raw.signal, deps.shutdown]);
+  const s = await awaitReply(deps, answer.signal_id, waitS, held, true);
+  const state = replyState(s);
+  const status = answer.outcome === "duplicate" || replyKnown(s) ? 200 : 202;
+  return c.json({ ...answer, wait_id: s.waitId ?? answer.wait_id, ...state }, status);
+}
+
+function methodNotAllowed(c: Context, allow: string): Response {
+  return problemResponse(
+    c,
+    { type: "https://signalbox.dev/problems/method-not-allowed", title: "Method Not Allowed", status: 405, detail: `${c.req.path} takes ${allow} only` },
+    { allow },
+  );
 }
 
 export function intakeResponse(c: Context, answer: IntakeAnswer): Response {

@@ -83,5 +83,7 @@ export function waitFromSql(r: Record<string, unknown>): WaitRowOnly {
     parentWaitId: (r.parent_wait_id as string | null) ?? null,
     quorum: r.quorum ?? null,
     votes: r.votes ?? null,
+    reply: r.reply ?? null,
+    repliedAt: date(r.replied_at),
   };
 }

@@ -39,6 +39,8 @@ export function toWaitResource(w: WaitRow) {
       attempts: w.deliveryAttempts,
       last_error: w.deliveryLastError,
     },
+    reply: w.reply ?? null,
+    replied_at: w.repliedAt?.toISOString() ?? null,
   };
 }
 export type WaitResource = ReturnType<typeof toWaitResource>;

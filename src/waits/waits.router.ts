@@ -1,7 +1,7 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Deps } from "../deps.ts";
 import { BadRequestError } from "../core/errors.ts";
-import { bearerSecurity, commonProblems, CursorQuery, defaultHook, json, LimitQuery, listOf, problems, RunIdSchema, SignalNameSchema, WaitIdSchema } from "../http/openapi.ts";
+import { bearerSecurity, commonProblems, CursorQuery, defaultHook, holdQuery, json, LimitQuery, listOf, problems, RunIdSchema, SignalNameSchema, WaitIdSchema } from "../http/openapi.ts";
 import { cancelWait, redeliverWait } from "./cancel-wait.ts";
 import { findWaits } from "./find-waits.ts";
 import { getWait, MAX_WAIT_S } from "./get-wait.ts";
@@ -44,6 +44,11 @@ export const WaitSchema = z
         description:
           "The resume callback's progress: `attempts` counts every recorded attempt, redeliveries included (`GET /waits/{id}/deliveries` lists them); `last_error` is the latest attempt's",
       }),
+    reply: z.unknown().openapi({
+      description:
+        "The resume callback's reply: the JSON body of its first 2xx answer (`content-type: application/json`, at most 64 KiB), also stored on the signal that resolved the wait. Null until `replied_at`, and when that answer had no JSON body (a body too large or not JSON is not stored; the attempt's `error` says why). A redelivery's answer does not replace it",
+    }),
+    replied_at: NullableTimestamp.openapi({ description: "When the callback was first delivered: from then `reply` is known" }),
   })
   .openapi("Wait");
 
@@ -116,9 +121,7 @@ const get = createRoute({
   security: bearerSecurity,
   request: {
     params: IdParams,
-    query: z.object({
-      wait_s: z.coerce.number().min(0).max(MAX_WAIT_S).optional().openapi({ description: `Hold up to this many seconds (max ${MAX_WAIT_S}) while the wait is waiting` }),
-    }),
+    query: z.object({ wait_s: holdQuery(MAX_WAIT_S, "the wait is waiting") }),
   },
   responses: { 200: json(WaitSchema, "The wait"), ...commonProblems, 404: problems[404] },
 });

@@ -430,7 +430,7 @@ describe("signalbox.record_delivery_attempts (a batch, set-based)", () => {
     return ids;
   }
 
-  const item = (wait_id: string, attempts_before: number, verdict: string, status_code: number | null) => ({
+  const item = (wait_id: string, attempts_before: number, verdict: string, status_code: number | null, reply: Record<string, boolean | string> | null = null) => ({
     wait_id,
     attempts_before,
     verdict,
@@ -438,28 +438,34 @@ describe("signalbox.record_delivery_attempts (a batch, set-based)", () => {
     error: verdict === "delivered" ? null : `HTTP ${status_code}`,
     duration_ms: 3,
     callback_host: "engine:9000",
+    reply,
   });
 
   /** What each wait and its attempts look like after recording (for comparing the batch with one by one). */
   async function state(ids: string[]) {
-    const waits = await sql()`select id, delivery_status, delivery_attempts, delivery_last_error from signalbox.waits where id = any(${ids}) order by id`;
+    const waits = await sql()`
+      select id, delivery_status, delivery_attempts, delivery_last_error, reply, replied_at is not null as replied from signalbox.waits where id = any(${ids}) order by id`;
     const attempts = await sql()`
       select wait_id, attempt, status_code, error, outcome, latest, duration_ms from signalbox.delivery_attempts where wait_id = any(${ids}) order by wait_id, attempt`;
     const jobs = await sql()`select key, task_identifier from graphile_worker.jobs where key = any(${ids.map((id) => `deliver:${id}`)}) order by key`;
     return { waits, attempts, jobs: jobs.map((j) => ({ ...j, key: String(j.key).replace(/_(batch|single)_/, "_") })) };
   }
 
-  it("records as record_delivery_attempt would one by one: delivered, retried, given up, rejected, a lost compare-and-set, a wait named twice", async () => {
+  it("records as record_delivery_attempt would one by one: delivered, retried, given up, rejected, a lost compare-and-set, a wait named twice, replies", async () => {
     const run = async (prefix: string, batch: boolean) => {
       const [a, b, c, d, e] = await pendingWaits(`${prefix}_fresh`, 5);
       const [f] = await pendingWaits(`${prefix}_later`, 1, 1);
+      // A redelivery of a callback that replied already: its first reply stays.
+      const [g] = await pendingWaits(`${prefix}_replied`, 1, 1);
+      await sql()`update signalbox.waits set reply = '{"first": true}', replied_at = now() - interval '1 minute' where id = ${g!}`;
       const items = [
-        item(a!, 0, "delivered", 204),
-        item(b!, 0, "retry", 503),
+        item(a!, 0, "delivered", 204, { order: "shipped" }),
+        item(b!, 0, "retry", 503, { not: "a reply" }),
         item(c!, 0, "failed", 404),
-        item(d!, 1, "delivered", 200), // lost: its attempt count is 0
+        item(d!, 1, "delivered", 200, { lost: true }), // lost: its attempt count is 0
         item(f!, 1, "retry", 503), // the round's last attempt: gives up
         item(e!, 0, "retry", 500),
+        item(g!, 1, "delivered", 200, { second: true }),
       ];
       const results =
         batch ?
@@ -469,17 +475,28 @@ describe("signalbox.record_delivery_attempts (a batch, set-based)", () => {
               items.map(async (it, i) =>
                 (
                   await sql()`select ${i + 1}::int as n, outcome, attempt, round_attempt from signalbox.record_delivery_attempt(
-                    ${it.wait_id}, ${it.attempts_before}, ${it.verdict}, ${it.status_code}, ${it.error}, ${it.duration_ms}, ${it.callback_host}, ${MAX}, ${BACKOFF_S})`
+                    ${it.wait_id}, ${it.attempts_before}, ${it.verdict}, ${it.status_code}, ${it.error}, ${it.duration_ms}, ${it.callback_host}, ${MAX}, ${BACKOFF_S},
+                    ${it.reply === null ? null : sql().json(it.reply)}::jsonb)`
                 ).map((r) => ({ ...r })),
               ),
             )
           ).flat();
-      return { results: results.map((r) => ({ ...r })), state: await state([a!, b!, c!, d!, e!, f!]) };
+      return { results: results.map((r) => ({ ...r })), state: await state([a!, b!, c!, d!, e!, f!, g!]) };
     };
     const one = await run("single", false);
     const batch = await run("batch", true);
     expect(batch.results).toEqual(one.results);
-    expect(batch.results.map((r) => r.outcome)).toEqual(["delivered", "retry", "failed", "failed", "retry"]);
+    expect(batch.results.map((r) => r.outcome)).toEqual(["delivered", "retry", "failed", "failed", "retry", "delivered"]);
+    const replies = Object.fromEntries(batch.state.waits.map((w) => [String(w.id).replace(/^wt_batch_/, ""), [w.reply, w.replied]]));
+    expect(replies).toEqual({
+      fresh_0: [{ order: "shipped" }, true],
+      fresh_1: [null, false], // a retry's answer is no reply
+      fresh_2: [null, false],
+      fresh_3: [null, false], // its compare-and-set lost
+      fresh_4: [null, false],
+      later_0: [null, false],
+      replied_0: [{ first: true }, true], // the first reply stays
+    });
     const strip = (s: Awaited<ReturnType<typeof state>>) => JSON.parse(JSON.stringify(s).replace(/_(batch|single)_/g, "_"));
     expect(strip(batch.state)).toEqual(strip(one.state));
 

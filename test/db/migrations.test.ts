@@ -31,6 +31,7 @@ const COMMITTED: Record<string, string> = {
   "0014_foreign_keys.sql": "5274586dc1eb52eede7275bc153831a50f6f90a6b8fca3b78a7b73a3385adce3",
   "0015_redrive.sql": "b18ee2d30a41573ab7209b3770289cabbf6d2b04cb7359238ded61e1d96f69a3",
   "0016_continue.sql": "1fb6d4c9ed386eff91b1dd5b08c0e98affe89ccc36043f58deda7881bd3b4146",
+  "0017_replies.sql": "ebdc26d6ce8be19d0d38d9a3c88e02a21e77cf260e692f0f68069852d3e787b7",
 };
 
 /**

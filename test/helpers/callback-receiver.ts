@@ -9,11 +9,22 @@ export interface ReceivedCallback {
   at: number;
 }
 
+/** An answer with a body: a JSON one is the callback's reply. */
+export interface CallbackAnswer {
+  status: number;
+  headers?: Record<string, string>;
+  body?: string;
+}
+
+/** A JSON answer (the callback's reply). */
+export const jsonAnswer = (value: unknown, status = 200): CallbackAnswer => ({ status, headers: { "content-type": "application/json" }, body: JSON.stringify(value) });
+
 /**
- * A workflow engine stand-in: records every callback and answers with `respond` (default 204).
- * `respond` may return a promise to hold the answer (an engine that hangs mid-delivery).
+ * A workflow engine stand-in: records every callback and answers with `respond` (default 204):
+ * a status, or a status with headers and a body. `respond` may return a promise to hold the
+ * answer (an engine that hangs mid-delivery).
  */
-export async function startCallbackReceiver(respond: (n: number, cb: ReceivedCallback) => number | Promise<number> = () => 204) {
+export async function startCallbackReceiver(respond: (n: number, cb: ReceivedCallback) => number | CallbackAnswer | Promise<number | CallbackAnswer> = () => 204) {
   const received: ReceivedCallback[] = [];
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -22,9 +33,10 @@ export async function startCallbackReceiver(respond: (n: number, cb: ReceivedCal
       const body = Buffer.concat(chunks).toString("utf8");
       const cb: ReceivedCallback = { headers: req.headers, body, json: JSON.parse(body), at: performance.now() };
       received.push(cb);
-      void Promise.resolve(respond(received.length, cb)).then((status) => {
-        res.statusCode = status;
-        res.end();
+      void Promise.resolve(respond(received.length, cb)).then((answer) => {
+        const a = typeof answer === "number" ? { status: answer } : answer;
+        res.writeHead(a.status, a.headers);
+        res.end(a.body);
       });
     });
   });

@@ -1,6 +1,7 @@
 // Request handlers that verify and parse signalbox callbacks, for node:http, express and
 // fetch-style servers (hono, Bun, Deno, workers). Each answers as signalbox expects: 204 once
-// `onEvent` has finished (delivered), 401 for a request that does not verify (a permanent
+// `onEvent` has finished (delivered), or 200 with the JSON it returned (the reply, which a
+// sender waiting with `wait_s` receives), 401 for a request that does not verify (a permanent
 // failure: signalbox does not retry it, so a wrong secret shows up as failed deliveries), and
 // 500 when `onEvent` throws (signalbox retries it, with the same webhook-id).
 import type { SignalboxEvent } from "./types.ts";
@@ -11,9 +12,11 @@ export interface CallbackHandlerOptions {
   secret: string | readonly string[];
   /**
    * Called once per verified request. Resolve to acknowledge; throw to have signalbox retry.
-   * The same event can come again (at least once): deduplicate on `event.id`.
+   * The same event can come again (at least once): deduplicate on `event.id`. A value it
+   * resolves to (anything but undefined) is answered as JSON: signalbox stores it as the wait's
+   * `reply` (at most 64 KiB) and hands it to a sender waiting with `wait_s`.
    */
-  onEvent: (event: SignalboxEvent) => void | Promise<void>;
+  onEvent: (event: SignalboxEvent) => unknown;
   /** Allowed clock skew for `webhook-timestamp`, in seconds (default 300). */
   toleranceS?: number;
   /** Larger bodies are refused with 413 (default 16 MiB: a wait carries its signal's payload). */
@@ -25,6 +28,8 @@ export interface CallbackHandlerOptions {
 interface Answer {
   status: number;
   text?: string;
+  /** JSON text: the reply. */
+  json?: string;
 }
 
 const DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024;
@@ -38,13 +43,14 @@ async function handle(o: CallbackHandlerOptions, headers: HeadersLike, body: Uin
     if (err instanceof CallbackVerificationError) return { status: 401, text: err.message };
     throw err;
   }
+  let reply: unknown;
   try {
-    await o.onEvent(event);
+    reply = await o.onEvent(event);
   } catch (err) {
     (o.onError ?? ((e: unknown) => console.error("signalbox callback handler:", e)))(err);
     return { status: 500, text: "the event was not processed; signalbox will retry" };
   }
-  return { status: 204 };
+  return reply === undefined ? { status: 204 } : { status: 200, json: JSON.stringify(reply) };
 }
 
 class BodyTooLarge extends Error {}
@@ -152,11 +158,16 @@ async function readBody(req: AsyncIterable<Uint8Array | string>, max: number): P
 
 function send(res: NodeResponseLike, answer: Answer): void {
   res.statusCode = answer.status;
+  if (answer.json !== undefined) {
+    res.setHeader("content-type", "application/json");
+    return void res.end(answer.json);
+  }
   if (answer.text === undefined) return void res.end();
   res.setHeader("content-type", "text/plain; charset=utf-8");
   res.end(answer.text);
 }
 
 function toResponse(answer: Answer): Response {
+  if (answer.json !== undefined) return new Response(answer.json, { status: answer.status, headers: { "content-type": "application/json" } });
   return new Response(answer.status === 204 ? null : (answer.text ?? null), { status: answer.status, headers: answer.text ? { "content-type": "text/plain; charset=utf-8" } : {} });
 }

@@ -26,6 +26,7 @@ import type {
   SignalBatchResults,
   SignalList,
   SignalRedriven,
+  SignalWithReply,
   SignalType,
   SignalTypeInput,
   SignalTypeList,
@@ -59,6 +60,12 @@ export interface SendOptions extends CallOptions {
   idempotencyKey?: string;
   /** Overrides the client's `retry` for this call. */
   retry?: RetryOptions;
+  /**
+   * Hold the answer up to this many seconds (at most 60) until the resume callback of the wait
+   * the signal resolved is delivered: the result then has the callback's `reply`. When the time
+   * runs out first, `reply_pending` is true (read it later with `signals.get`).
+   */
+  waitS?: number;
 }
 
 /** An accepted signal, with the idempotency key it was sent with (generated or given). */
@@ -119,12 +126,20 @@ export function createClient(options: ClientOptions) {
       const key = o.idempotencyKey ?? crypto.randomUUID();
       const attempt = () =>
         call(
-          () => api.POST("/signals/{run}/{signal}", { params: { path: { run: runId, signal: name }, header: { "idempotency-key": key } }, body: payload, signal: o.signal }),
+          () =>
+            api.POST("/signals/{run}/{signal}", {
+              params: { path: { run: runId, signal: name }, header: { "idempotency-key": key }, query: o.waitS === undefined ? {} : { wait_s: o.waitS } },
+              body: payload,
+              signal: o.signal,
+            }),
           o.signal,
         );
       return withRetries(attempt, o.retry ?? options.retry, o.signal).then((accepted) => ({ ...accepted, idempotency_key: key }));
     },
-    /** Several signals in one request, each answered on its own, in order. */
+    /** A signal record with its reply; with `waitS`, held (up to 60 s) while the reply is pending. */
+    get: (signalId: string, o: CallOptions & { waitS?: number } = {}): Promise<SignalWithReply> =>
+      call(() => api.GET("/signals/{id}", { params: { ...id(signalId), query: o.waitS === undefined ? {} : { wait_s: o.waitS } }, signal: o.signal }), o.signal),
+    /** Several signals in one request, each answered on its own, in order. No `waitS`: send one by one to wait for replies. */
     batch: (body: SignalBatch, o: CallOptions = {}): Promise<SignalBatchResults> =>
       call(() => api.POST("/signals/batch", { body, signal: o.signal }), o.signal),
     /** The signal log across runs, e.g. `{ outcome: "rejected_not_waiting" }` for the dead letters. */

@@ -14,6 +14,8 @@ export type SignalTypeInput = Schemas["SignalTypeInput"];
 export type SignalTypeList = Schemas["SignalTypeList"];
 export type SignalAccepted = Schemas["SignalAccepted"];
 export type SignalRecord = Schemas["SignalRecord"];
+/** A signal record with where its reply stands (`GET /signals/{id}`). */
+export type SignalWithReply = Schemas["SignalWithReply"];
 export type SignalList = Schemas["SignalList"];
 export type SignalBatch = Schemas["SignalBatch"];
 export type SignalBatchResults = Schemas["SignalBatchResults"];

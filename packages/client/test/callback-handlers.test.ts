@@ -76,7 +76,7 @@ describe.each(Object.entries(adapters))("the %s callback handler", (_name, liste
       secret: SECRET,
       onEvent: async (e) => {
         received.push(e);
-        await onEvent(e);
+        return await onEvent(e);
       },
       onError: () => {},
     });
@@ -89,6 +89,14 @@ describe.each(Object.entries(adapters))("the %s callback handler", (_name, liste
     const res = await fetch(server.url, { method: "POST", headers: signedHeaders(), body });
     expect(res.status).toBe(204);
     expect(server.received).toEqual([event]);
+  });
+
+  it("answers 200 with the JSON onEvent returned: the callback's reply", async () => {
+    const server = await start(() => ({ order: "shipped", ids: [1, 2] }));
+    const res = await fetch(server.url, { method: "POST", headers: signedHeaders(), body });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toMatch(/^application\/json/);
+    expect(await res.json()).toEqual({ order: "shipped", ids: [1, 2] });
   });
 
   it("answers 401 to a forged or altered one, without calling onEvent", async () => {

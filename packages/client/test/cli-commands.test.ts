@@ -128,6 +128,21 @@ describe("signalbox send", () => {
     expect((await client.signals.ofRun("order-3")).items[0]?.payload).toEqual({ approved: true });
   });
 
+  it("--wait prints the callback's reply; a bad --wait is a usage error", async () => {
+    const engine = await startCallbackReceiver(() => ({ status: 200, headers: { "content-type": "application/json" }, body: '{"next":"ship"}' }));
+    try {
+      await client.waits.open("order-wait", { signal: "approve", callback_url: engine.url });
+      const res = await cli(["send", "order-wait", "approve", "--data", '{"approved": true}', "--wait", "10"]);
+      expect(res.code, res.stderr).toBe(0);
+      expect(res.stdout).toMatch(/\nreply +\{"next":"ship"\}\n$/);
+      const bad = await cli(["send", "order-wait", "approve", "--wait", "0"]);
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toMatch(/--wait must be/);
+    } finally {
+      await engine.close();
+    }
+  });
+
   it("the same --idempotency-key again is a duplicate, exit 0", async () => {
     await client.waits.open("order-4", { signal: "approve" });
     const args = ["send", "order-4", "approve", "--data", '{"approved": true}', "--idempotency-key", "approve-4", "--json"];

@@ -187,6 +187,21 @@ describe("createClient against a live signalbox", () => {
     }
   });
 
+  it("send with waitS returns the reply onEvent returned; signals.get reads it again", async () => {
+    const replying = createServer(nodeCallbackHandler({ secret: CALLBACK_SECRET, onEvent: (event) => ({ resumed: event.wait.id, step: "ship" }) }));
+    await new Promise<void>((resolve) => replying.listen(0, "127.0.0.1", resolve));
+    try {
+      const wait = await client.waits.open("order-reply", { signal: "manager-approval", callback_url: `http://127.0.0.1:${(replying.address() as AddressInfo).port}/resume` });
+      const sent = await client.signals.send("order-reply", "manager-approval", { approved: true }, { waitS: 10 });
+      expect(sent).toMatchObject({ outcome: "received", wait_id: wait.id, reply: { resumed: wait.id, step: "ship" }, reply_pending: false, delivery_status: "delivered" });
+      const record = await client.signals.get(sent.signal_id, { waitS: 5 });
+      expect(record).toMatchObject({ id: sent.signal_id, run_id: "order-reply", reply: { resumed: wait.id, step: "ship" }, reply_pending: false });
+      expect((await client.waits.get(wait.id)).reply).toEqual({ resumed: wait.id, step: "ship" });
+    } finally {
+      await new Promise<void>((resolve) => replying.close(() => resolve()));
+    }
+  });
+
   it("exposes every operation of the document through api (openapi-fetch)", async () => {
     const { data, response } = await client.api.GET("/signal-types/{name}", { params: { path: { name: "manager-approval" } } });
     expect(response.status).toBe(200);

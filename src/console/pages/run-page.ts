@@ -77,11 +77,18 @@ function waitsTable(waits: WaitResource[]): Html {
 <td>${when(w.created_at)}</td>
 <td>${w.kind === "timer" && w.fires_at ? html`fires ${when(w.fires_at)}${w.timeout_at ? html`<div class="sub">times out ${when(w.timeout_at)}</div>` : ""}` : when(w.timeout_at)}</td>
 <td>${when(w.resolved_at)}</td>
-<td>${w.delivery.status}${w.delivery.attempts > 0 ? html` (${w.delivery.attempts} attempts)` : ""}${w.delivery.last_error ? html`<div class="sub">${w.delivery.last_error}</div>` : ""}</td>
+<td>${w.delivery.status}${w.delivery.attempts > 0 ? html` (${w.delivery.attempts} attempts)` : ""}${w.delivery.last_error ? html`<div class="sub">${w.delivery.last_error}</div>` : ""}${replyOf(w)}</td>
 <td>${w.result ? html`<details><summary>payload</summary>${prettyJson(w.result.payload)}</details>` : "—"}</td>
 </tr>`,
   )}</tbody>
 </table>`;
+}
+
+/** The callback's reply, once delivered: the engine's JSON answer, or a word that there was none. */
+function replyOf(w: WaitResource): Html | string {
+  if (w.replied_at === null) return "";
+  if (w.reply === null) return html`<div class="sub">replied without JSON</div>`;
+  return html`<details class="reply"><summary>reply</summary>${prettyJson(w.reply)}</details>`;
 }
 
 /** One history entry; console.js renders live ones the same way (keep the two in step). */

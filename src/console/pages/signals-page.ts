@@ -91,7 +91,7 @@ ${found.next_cursor ? html`<p><a href="${signalsUrl({ ...query, cursor: found.ne
 function signalRow(s: SignalRecord, q: SignalsQuery, csrf: string): Html {
   const rejected = !KEPT.has(s.outcome);
   return html`<tr>
-<td>${when(s.received_at)}<div class="sub mono">${s.id}</div></td>
+<td>${when(s.received_at)}<div class="sub mono"><a href="${CONSOLE}/signals/${s.id}">${s.id}</a></div></td>
 <td>${runLink(s.run_id)}</td>
 <td>${s.signal}${s.sequence !== null ? html`<div class="sub">#${s.sequence}</div>` : ""}</td>
 <td><span class="outcome${rejected ? " outcome-rejected" : ""}">${s.outcome}</span>${s.idempotency_key ? html`<div class="sub">key ${s.idempotency_key}</div>` : ""}${redriveCell(s, q, csrf)}</td>

@@ -241,6 +241,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/signals/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read a signal record with its reply; with wait_s, long-poll until the reply is known
+         * @description The record as `GET /signals` lists it, plus where its reply stands (`reply`, `reply_pending`, `delivery_status`). With `wait_s`, the request is held while `reply_pending` is true: it answers as soon as the resume callback of the wait the signal resolved is delivered (or fails, or a buffered signal expires), or when `wait_s` passes, with the record as it is.
+         */
+        get: operations["getSignal"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/signals/batch": {
         parameters: {
             query?: never;
@@ -250,7 +270,10 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Send several signals (management token); one intake answer per item, in order */
+        /**
+         * Send several signals (management token); one intake answer per item, in order
+         * @description Takes no `wait_s`: send one signal with `POST /signals/{run}/{signal}?wait_s=` to wait for its reply.
+         */
         post: operations["sendSignalBatch"];
         delete?: never;
         options?: never;
@@ -332,6 +355,8 @@ export interface paths {
         /**
          * Send a signal to a run (external senders; authenticated by the signal type's auth)
          * @description The body is the payload, verified over the exact bytes received (signature headers per the signal type's `auth`; a management token is also accepted) and checked against the signal type's schema. Every answer names its `outcome`: `received` or `buffered` (202), `duplicate` (200, same idempotency key and payload), or a rejection as `application/problem+json`. Accepted signals get the run's next `sequence`, gapless from 1. A signal addressed to a continued run (POST /runs/{run}/continue) is applied to the newest run of its chain, under that run's lock; `run_id` in the answer names the run it was applied to (always present), and an idempotency key counts across the runs of the chain on the way.
+         *
+         *     With `wait_s`, a `received` answer is held until the resume callback of the wait it resolved is delivered: then 200 with the callback's `reply` (its JSON answer, or null when it had none). A `buffered` one is held until a wait takes it and that wait's callback is delivered. If `wait_s` passes first, the answer is as without it (202) with `reply_pending: true` (read the reply later with `GET /signals/{id}`). When no reply will come, it answers at once with `reply_pending: false`: the wait has no `callback_url` (`delivery_status: none`) or its delivery failed (`failed`). A `duplicate` is held as its original was and stays 200. Rejections answer at once. `POST /signals/batch` takes no `wait_s`.
          */
         post: operations["sendSignal"];
         delete?: never;
@@ -749,6 +774,13 @@ export interface components {
                 attempts: number;
                 last_error: string | null;
             };
+            /** @description The resume callback's reply: the JSON body of its first 2xx answer (`content-type: application/json`, at most 64 KiB), also stored on the signal that resolved the wait. Null until `replied_at`, and when that answer had no JSON body (a body too large or not JSON is not stored; the attempt's `error` says why). A redelivery's answer does not replace it */
+            reply?: unknown;
+            /**
+             * Format: date-time
+             * @description When the callback was first delivered: from then `reply` is known
+             */
+            replied_at: string | null;
         };
         /**
          * @description Received when `count` distinct responders gave the same response, or at once on a `veto` response
@@ -927,6 +959,46 @@ export interface components {
             /** Format: date-time */
             last_attempt_at: string;
         };
+        SignalWithReply: {
+            id: string;
+            run_id: string;
+            signal: string;
+            sequence: number | null;
+            /**
+             * @description The intake outcome, or `expired`: a buffered signal whose `buffer_ttl_s` passed before any wait consumed it (it keeps its `sequence`; no wait will take it)
+             * @enum {string}
+             */
+            outcome: "received" | "buffered" | "duplicate" | "rejected_idempotency_conflict" | "rejected_unauthenticated" | "rejected_unknown_signal" | "rejected_not_waiting" | "rejected_not_active" | "rejected_invalid_payload" | "payload_too_large" | "invalid_json" | "expired";
+            payload?: unknown;
+            /** @description A rejected signal keeps its payload only up to 4,096 bytes: past that, `payload` is null and this is the size received */
+            payload_bytes: number | null;
+            idempotency_key: string | null;
+            validation_errors: {
+                path: string;
+                message: string;
+            }[] | null;
+            wait_id: string | null;
+            /** Format: date-time */
+            received_at: string;
+            /** @description Set on a redrive (POST /signals/redrive): the dead letter this record sent again */
+            redriven_from: string | null;
+            /** @description Set on a dead letter that was redriven: the record of the new attempt (a signal is redriven at most once) */
+            redriven_as: string | null;
+            /**
+             * @description The reply of the resume callback of the wait the signal resolved: the JSON body of its first 2xx answer (`content-type: application/json`, at most 64 KiB). Null until it is known, and when that answer had no JSON body
+             * @example {
+             *       "order_status": "approved"
+             *     }
+             */
+            reply?: unknown;
+            /** @description True while a reply may still come (the callback is owed, or a buffered signal awaits its wait). False once it is known, or when none will come: `delivery_status` is `none` (the wait has no callback_url) or `failed` (until `POST /waits/{id}/redeliver`), or the signal was never kept for a wait */
+            reply_pending: boolean;
+            /**
+             * @description The resume callback's delivery status (as the wait's `delivery.status`); null while no wait has taken the signal
+             * @enum {string|null}
+             */
+            delivery_status: "none" | "pending" | "delivered" | "failed" | null;
+        };
         SignalBatchResults: {
             results: components["schemas"]["SignalBatchResult"][];
         };
@@ -1092,6 +1164,20 @@ export interface components {
              * @example order-17
              */
             run_id: string;
+            /**
+             * @description With `wait_s`: undefined
+             * @example {
+             *       "order_status": "approved"
+             *     }
+             */
+            reply?: unknown;
+            /** @description With `wait_s`: undefined */
+            reply_pending?: boolean;
+            /**
+             * @description With `wait_s`: undefined
+             * @enum {string|null}
+             */
+            delivery_status?: "none" | "pending" | "delivered" | "failed" | null;
         };
         Run: {
             /** @example order-17 */
@@ -2229,6 +2315,78 @@ export interface operations {
             };
         };
     };
+    getSignal: {
+        parameters: {
+            query?: {
+                /** @description Hold up to this many seconds (max 60) while the reply is pending */
+                wait_s?: number | null;
+            };
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The signal and its reply */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SignalWithReply"];
+                };
+            };
+            /** @description Malformed request: path, query or body */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such resource */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unexpected server error (the detail carries only the request id) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database is unavailable for now, or (long-polls, event streams) too many requests are held open: retry after Retry-After */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     sendSignalBatch: {
         parameters: {
             query?: never;
@@ -2553,7 +2711,10 @@ export interface operations {
     };
     sendSignal: {
         parameters: {
-            query?: never;
+            query?: {
+                /** @description Hold the answer up to this many seconds (more than 0, at most 60; decimals allowed) until the resume callback of the wait the signal resolved is delivered, and answer its `reply` */
+                wait_s?: number;
+            };
             header?: {
                 /** @description Same key and payload again is a duplicate */
                 "idempotency-key"?: string;
@@ -2592,7 +2753,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description duplicate: the same idempotency key and payload as an earlier signal */
+            /** @description duplicate: the same idempotency key and payload as an earlier signal; or, with `wait_s`, the resume callback was delivered: its `reply` */
             200: {
                 headers: {
                     [name: string]: unknown;
@@ -2601,7 +2762,7 @@ export interface operations {
                     "application/json": components["schemas"]["SignalAccepted"];
                 };
             };
-            /** @description received (the open wait is resolved) or buffered */
+            /** @description received (the open wait is resolved) or buffered; with `wait_s`, no reply yet (`reply_pending: true`) or none to come (`reply_pending: false`) */
             202: {
                 headers: {
                     [name: string]: unknown;
@@ -2610,7 +2771,7 @@ export interface operations {
                     "application/json": components["schemas"]["SignalAccepted"];
                 };
             };
-            /** @description invalid_json (with `outcome`), or a malformed run id or signal name (with `validation_errors`) */
+            /** @description invalid_json (with `outcome`), or a malformed run id, signal name or `wait_s` (with `validation_errors`) */
             400: {
                 headers: {
                     [name: string]: unknown;
