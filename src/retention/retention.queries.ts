@@ -133,7 +133,8 @@ export async function purgeEventsWithoutWait(q: Queryable, days: number, from: s
 /**
  * Deletes up to ROW_BATCH signal records that belong to no wait, older than `days`: rejections
  * (the dead letters) and buffered signals never consumed, once past their TTL (a buffered
- * signal still within it is kept, however old). Signals of a wait go with the wait. Locked
+ * signal still within it is kept, however old). A `started` signal never consumed, and those
+ * kept behind it (no TTL), go by age like rejections. Signals of a wait go with the wait. Locked
  * rows are skipped: a wait opening now may be taking that buffered signal.
  */
 export async function purgeSignalsWithoutWait(q: Queryable, days: number, from: string | null = null, batch = ROW_BATCH): Promise<Batch> {
@@ -141,7 +142,7 @@ export async function purgeSignalsWithoutWait(q: Queryable, days: number, from: 
     delete from signalbox.signals where id = any(array(
       select id from signalbox.signals
       where wait_id is null and received_at < ${cutoff(days)} and ${startingAt(sql`received_at`, from)}
-        and (outcome <> 'buffered' or buffer_expires_at <= now())
+        and (outcome <> 'buffered' or buffer_expires_at is null or buffer_expires_at <= now())
       order by received_at limit ${limit(batch)}
       for update skip locked))
     returning ${isoKey(sql`received_at`)} as key`);

@@ -3,6 +3,7 @@ import type { ValidationIssue } from "../core/errors.ts";
 export const OUTCOMES = [
   "received",
   "buffered",
+  "started",
   "duplicate",
   "rejected_idempotency_conflict",
   "rejected_unauthenticated",
@@ -26,6 +27,7 @@ export type RecordOutcome = (typeof RECORD_OUTCOMES)[number];
 export const OUTCOME_STATUS: Record<Outcome, number> = {
   received: 202,
   buffered: 202,
+  started: 202,
   duplicate: 200,
   rejected_idempotency_conflict: 409,
   rejected_unauthenticated: 401,
@@ -37,7 +39,10 @@ export const OUTCOME_STATUS: Record<Outcome, number> = {
   invalid_json: 400,
 };
 
+/** The outcomes of an accepted signal (2xx, with a sequence). */
+export type AcceptedOutcome = "received" | "buffered" | "started" | "duplicate";
+
 /** What intake answers: an accepted outcome with ids, or a rejection with its reason. */
 export type IntakeAnswer =
-  | { outcome: "received" | "buffered" | "duplicate"; signal_id: string; sequence: number; wait_id: string | null }
-  | { outcome: Exclude<Outcome, "received" | "buffered" | "duplicate">; detail: string; signal_id?: string; validation_errors?: ValidationIssue[] };
+  | { outcome: AcceptedOutcome; signal_id: string; sequence: number; wait_id: string | null }
+  | { outcome: Exclude<Outcome, AcceptedOutcome>; detail: string; signal_id?: string; validation_errors?: ValidationIssue[] };

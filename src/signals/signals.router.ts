@@ -17,7 +17,10 @@ import { RedriveBody, RedriveResultSchema, RedrivenSchema } from "./redrive.sche
 
 const AcceptedSchema = z
   .object({
-    outcome: z.enum(["received", "buffered", "duplicate"]),
+    outcome: z.enum(["received", "buffered", "started", "duplicate"]).openapi({
+      description:
+        "`started`: signal-with-start (the signal type declares `start`) and the run was never seen: the signal is kept for the run's first wait of that name, and a `run.start` event is POSTed to the type's start URL",
+    }),
     signal_id: z.string().openapi({ example: "sg_01jb2m3k4n5p6q7r8s9t0v1w2x3y" }),
     sequence: z.number().int().openapi({ example: 1 }),
     wait_id: z.string().nullable(),
@@ -32,7 +35,7 @@ const SignalRecordSchema = z
     sequence: z.number().int().nullable(),
     outcome: z.enum(RECORD_OUTCOMES).openapi({
       description:
-        "The intake outcome, or `expired`: a buffered signal whose `buffer_ttl_s` passed before any wait consumed it (it keeps its `sequence`; no wait will take it)",
+        "The intake outcome, or `expired`: a buffered signal whose `buffer_ttl_s` passed before any wait consumed it (it keeps its `sequence`; no wait will take it). A `started` signal stays `started` once a wait consumes it (`wait_id` is then set)",
     }),
     payload: z.unknown(),
     payload_bytes: z.number().int().nullable().openapi({
@@ -80,7 +83,7 @@ const intake = createRoute({
   operationId: "sendSignal",
   summary: "Send a signal to a run (external senders; authenticated by the signal type's auth)",
   description:
-    "The body is the payload, verified over the exact bytes received (signature headers per the signal type's `auth`; a management token is also accepted) and checked against the signal type's schema. Every answer names its `outcome`: `received` or `buffered` (202), `duplicate` (200, same idempotency key and payload), or a rejection as `application/problem+json`. Accepted signals get the run's next `sequence`, gapless from 1.",
+    "The body is the payload, verified over the exact bytes received (signature headers per the signal type's `auth`; a management token is also accepted) and checked against the signal type's schema. Every answer names its `outcome`: `received`, `buffered` or `started` (202; `started`: the type declares `start` and the run was never seen, so a `run.start` event goes to its start URL), `duplicate` (200, same idempotency key and payload), or a rejection as `application/problem+json`. Accepted signals get the run's next `sequence`, gapless from 1.",
   tags: ["Signals"],
   security: [{}, { bearerAuth: [] }],
   request: {
@@ -99,7 +102,7 @@ const intake = createRoute({
     body: { content: { "application/json": { schema: z.unknown().openapi({ description: "The payload: any JSON, checked against the signal type's schema" }), example: { approved: true, response: "approve" } } }, required: true },
   },
   responses: {
-    202: json(AcceptedSchema, "received (the open wait is resolved) or buffered"),
+    202: json(AcceptedSchema, "received (the open wait is resolved), buffered, or started (a run.start event is sent)"),
     200: json(AcceptedSchema, "duplicate: the same idempotency key and payload as an earlier signal"),
     400: problem("invalid_json (with `outcome`), or a malformed run id or signal name (with `validation_errors`)"),
     401: intakeProblem("rejected_unauthenticated"),
@@ -204,7 +207,7 @@ const redrive = createRoute({
   },
   responses: {
     200: json(z.union([RedrivenSchema, RedriveResultSchema]), "With `filter`: the counts (`RedriveResult`). With `signal_id`: a `duplicate` answer (`SignalRedriven`)"),
-    202: json(RedrivenSchema, "With `signal_id`: the new attempt was received or buffered"),
+    202: json(RedrivenSchema, "With `signal_id`: the new attempt was received, buffered or started"),
     400: problems[400],
     401: problems[401],
     404: problem("No signal with that id (a `Problem`), or the new attempt was `rejected_unknown_signal`: its signal type is gone (an `IntakeProblem`)", z.union([ProblemSchema, IntakeProblemSchema])),

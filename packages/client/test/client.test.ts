@@ -76,7 +76,7 @@ describe("createClient against a live signalbox", () => {
     expect(sent.idempotency_key).toMatch(/^[0-9a-f-]{36}$/);
 
     expect(await resolved).toMatchObject({ id: wait.id, status: "received", result: { sequence: 1, payload: { approved: true } } });
-    const [event] = await waitFor("the callback", () => engine.events.filter((e) => e.wait.id === wait.id), { until: (e) => e.length === 1 });
+    const [event] = await waitFor("the callback", () => engine.events.filter((e) => "wait" in e && e.wait.id === wait.id), { until: (e) => e.length === 1 });
     expect(event).toMatchObject({ type: "signal.received", wait: { id: wait.id, status: "received" } });
     expect(event!.id).toMatch(/^ev_/);
   });
