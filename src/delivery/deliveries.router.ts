@@ -141,8 +141,41 @@ const redeliverStartRoute = createRoute({
   responses: { 202: json(StartSchema, "Queued: the start, its delivery `pending`"), ...commonProblems, 404: problems[404] },
 });
 
+const RunStartEventSchema = z
+  .object({
+    id: z.string().openapi({ description: "The event id: also the `webhook-id` header, the same on every attempt (deduplicate on it)", example: "ev_17" }),
+    type: z.literal("run.start"),
+    occurred_at: Timestamp,
+    run_id: z.string().openapi({ example: "order-17" }),
+    signal: z
+      .object({
+        id: z.string().openapi({ example: "sg_01jb2m3k4n5p6q7r8s9t0v1w2x3y" }),
+        name: z.string().openapi({ example: "order-placed" }),
+        payload: z.unknown().openapi({ description: "The signal's payload, as sent", example: { order_id: "o-17" } }),
+      })
+      .openapi({ description: "The `started` signal: the run's first wait of this name receives it at once" }),
+  })
+  .openapi("RunStartEvent");
+
+/** The run.start event (signal-with-start), as the document's webhooks show what signalbox sends. */
+const runStartWebhook = {
+  method: "post" as const,
+  path: "run.start",
+  operationId: "runStartEvent",
+  summary: "Start a run: a signal came for a run signalbox has never seen",
+  description:
+    "POSTed to a signal type's `start.url` when a signal of that type finds a run never seen (outcome `started`). Signed per Standard Webhooks with `SIGNALBOX_CALLBACK_SECRET` (`webhook-id`, `webhook-timestamp`, `webhook-signature`), retried like resume callbacks, at least once. Start the run; its first wait of the signal's name receives this signal at once.",
+  tags: ["Runs"],
+  // Signed per Standard Webhooks, not sent with a bearer token: the engine verifies the signature.
+  security: [],
+  request: { body: { required: true, content: { "application/json": { schema: RunStartEventSchema } } } },
+  responses: { 200: { description: "Any 2xx: delivered. 408, 429, 5xx or no answer: retried; another 4xx: failed" } },
+};
+
 export function deliveriesRouter(deps: Pick<Deps, "db">) {
-  return new OpenAPIHono({ defaultHook })
+  const app = new OpenAPIHono({ defaultHook });
+  app.openAPIRegistry.registerWebhook(runStartWebhook);
+  return app
     .openapi(startOfRun, async (c) => c.json(await getStart(deps, c.req.valid("param").run), 200))
     .openapi(startDeliveries, async (c) => c.json(await listStartDeliveries(deps, c.req.valid("param").run, c.req.valid("query")), 200))
     .openapi(redeliverStartRoute, async (c) => c.json(await redeliverStart(deps, c.req.valid("param").run), 202))

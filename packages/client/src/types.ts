@@ -70,13 +70,7 @@ export interface NotificationEvent {
  * run signalbox has never seen (its outcome was `started`). Start the run: its first wait of that
  * signal's name receives this signal at once. `id` is the `webhook-id`, the same on every retry.
  */
-export interface RunStartEvent {
-  id: string;
-  type: "run.start";
-  occurred_at: string;
-  run_id: string;
-  signal: { id: string; name: string; payload: unknown };
-}
+export type RunStartEvent = Schemas["RunStartEvent"];
 
 /** Whatever signalbox signs and POSTs to an engine. Switch on `type`. */
 export type SignalboxEvent = ResumeEvent | NotificationEvent | RunStartEvent;

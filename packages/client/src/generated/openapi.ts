@@ -568,9 +568,57 @@ export interface paths {
         trace?: never;
     };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    "/run.start": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start a run: a signal came for a run signalbox has never seen
+         * @description POSTed to a signal type's `start.url` when a signal of that type finds a run never seen (outcome `started`). Signed per Standard Webhooks with `SIGNALBOX_CALLBACK_SECRET` (`webhook-id`, `webhook-timestamp`, `webhook-signature`), retried like resume callbacks, at least once. Start the run; its first wait of the signal's name receives this signal at once.
+         */
+        post: operations["runStartEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: {
+        RunStartEvent: {
+            /**
+             * @description The event id: also the `webhook-id` header, the same on every attempt (deduplicate on it)
+             * @example ev_17
+             */
+            id: string;
+            /** @enum {string} */
+            type: "run.start";
+            /** Format: date-time */
+            occurred_at: string;
+            /** @example order-17 */
+            run_id: string;
+            /** @description The `started` signal: the run's first wait of this name receives it at once */
+            signal: {
+                /** @example sg_01jb2m3k4n5p6q7r8s9t0v1w2x3y */
+                id: string;
+                /** @example order-placed */
+                name: string;
+                /**
+                 * @description The signal's payload, as sent
+                 * @example {
+                 *       "order_id": "o-17"
+                 *     }
+                 */
+                payload?: unknown;
+            };
+        };
         /**
          * @example {
          *       "status": "ok",
@@ -3919,6 +3967,28 @@ export interface operations {
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
+            };
+        };
+    };
+    runStartEvent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RunStartEvent"];
+            };
+        };
+        responses: {
+            /** @description Any 2xx: delivered. 408, 429, 5xx or no answer: retried; another 4xx: failed */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };
