@@ -149,6 +149,26 @@ export async function purgeSignalsWithoutWait(q: Queryable, days: number, from: 
 }
 
 /**
+ * Deletes up to WAIT_BATCH run starts (signal-with-start) older than `days` whose run.start is no
+ * longer pending (delivered or failed), each with its recorded attempts. A pending one is left to
+ * its delivery job. The run's row stays, with its sequence: a run once started is never started
+ * again, whatever retention removed. `last` is an occurred_at.
+ */
+export async function purgeOldStarts(q: Queryable, days: number, from: string | null = null, batch = WAIT_BATCH): Promise<Batch> {
+  return keyedBatch(q, sql`
+    with doomed as (
+      select run_id from signalbox.run_starts
+      where occurred_at < ${cutoff(days)} and ${startingAt(sql`occurred_at`, from)} and delivery_status <> 'pending'
+      order by occurred_at limit ${limit(batch)}
+      for update skip locked
+    ), gone_attempts as (
+      delete from signalbox.delivery_attempts d where d.start_run_id = any(array(select run_id from doomed)) returning 1
+    )
+    delete from signalbox.run_starts where run_id = any(array(select run_id from doomed))
+    returning ${isoKey(sql`occurred_at`)} as key`);
+}
+
+/**
  * Deletes up to ROW_BATCH notifications older than `days` that are no longer pending
  * (delivered, failed, skipped). A pending one is left to its delivery job.
  */
