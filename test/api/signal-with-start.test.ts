@@ -1,5 +1,9 @@
+import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
 import { Webhook } from "standardwebhooks";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadSignalTypesFile } from "../../src/signal-types/load-signal-types-file.ts";
 import { startCallbackReceiver, type ReceivedCallback } from "../helpers/callback-receiver.ts";
 import { advanceClock } from "../helpers/clock.ts";
 import { body, declareType, expectProblem, intake, openWait } from "../helpers/http.ts";
@@ -61,6 +65,19 @@ describe("declaring a signal type with start", () => {
     const problem = await expectProblem(res, 400);
     expect(problem.validation_errors?.map((e) => e.path)).toContain(path);
     expect((await app.api("/signal-types/bad-start")).status).toBe(404);
+  });
+});
+
+describe("SIGNALBOX_SIGNAL_TYPES_FILE with start", () => {
+  it("declares a type's start, and names the entry and field of a bad one", async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), "sbx-types-"));
+    const file = path.join(dir, "types.json");
+    await fs.writeFile(file, JSON.stringify({ "from-file": { auth: { scheme: "none" }, start: { url: "http://engine.internal:9000/start" } } }));
+    expect(await loadSignalTypesFile(app.deps, file, {})).toEqual(["from-file"]);
+    expect(await body(app.api("/signal-types/from-file"))).toMatchObject({ start: { url: "http://engine.internal:9000/start" } });
+    await fs.writeFile(file, JSON.stringify({ "bad-file": { auth: { scheme: "none" }, start: { url: "mailto:ops@example.com" } } }));
+    await expect(loadSignalTypesFile(app.deps, file, {})).rejects.toThrow(/entry 'bad-file', field 'start.url': must be an http\(s\) URL/);
+    await fs.rm(dir, { recursive: true });
   });
 });
 
