@@ -86,13 +86,7 @@ BEGIN
     VALUES (p_run_id, v_attempt, v_event_id, now() - p_duration_ms * interval '1 millisecond', p_duration_ms, p_status_code, p_error, outcome, p_callback_host);
 
   IF outcome = 'retry' THEN
-    -- Attempt n+1 of a round after backoff × 2^(n-1) s, at most an hour (as callbacks).
-    IF (SELECT j.id FROM signalbox.add_job(
-          'deliver_start', json_build_object('id', p_run_id),
-          now() + least(3600, p_backoff_s * 2 ^ greatest(0, v_attempt - v_round_start - 1)) * interval '1 second',
-          signalbox.job_max_attempts(), signalbox.job_key('deliver_start', p_run_id), 'replace') j) IS NULL THEN
-      RAISE EXCEPTION 'add_job returned no job' USING ERRCODE = '40001';
-    END IF;
+    PERFORM signalbox.queue_next_attempt('deliver_start', p_run_id, v_attempt, v_round_start, p_backoff_s);
   END IF;
   RETURN NEXT;
 END;
