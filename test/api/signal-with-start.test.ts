@@ -116,6 +116,10 @@ describe("a signal for a run never seen", () => {
     expect(first.body).toMatchObject({ outcome: "started", sequence: 1 });
     // Before the run's first wait, the engine is still starting: kept (no TTL), not rejected.
     expect(second.body).toMatchObject({ outcome: "buffered", sequence: 2 });
+    const buffered = (await body(app.api("/signals?outcome=buffered&limit=500"))).items as Array<{ id: string }>;
+    expect(buffered.map((s) => s.id)).toContain(second.body!.signal_id);
+    const started = (await body(app.api("/signals?outcome=started&limit=500"))).items as Array<{ id: string }>;
+    expect(started.map((s) => s.id)).toContain(first.body!.signal_id);
 
     const w1 = await openWait(app, "order-2", { signal: "order-placed" }, 201);
     expect(w1.body).toMatchObject({ status: "received", result: { signal_id: first.body!.signal_id, sequence: 1, payload: { n: 1 } } });

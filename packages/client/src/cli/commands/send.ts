@@ -18,7 +18,7 @@ export const send: Command = {
                           (default: a new key, used for this command's own retries)
   --json                  the intake answer as JSON
 
-Exits 0 when the signal is received, buffered or a duplicate; 1 when it is refused (the
+Exits 0 when the signal is received, buffered, started or a duplicate; 1 when it is refused (the
 outcome is printed: rejected_not_waiting, rejected_invalid_payload, ...).
 
 Examples:
