@@ -183,6 +183,18 @@ describe("a signal for a run never seen", () => {
     expect((await intake(app, "never-seen-plain", "plain", "{}"))).toMatchObject({ status: 409, body: { outcome: "rejected_not_waiting" } });
   });
 
+  it("a dead letter redriven to a run still never seen starts it (redrive goes through the same intake)", async () => {
+    await declareType(app, "late-start", { auth: { scheme: "none" } });
+    const dead = await intake(app, "order-redriven", "late-start", '{"late": true}');
+    expect(dead).toMatchObject({ status: 409, body: { outcome: "rejected_not_waiting" } }); // a rejection takes no sequence: still never seen
+    await declareType(app, "late-start", { auth: { scheme: "none" }, start: { url: engine.url } });
+    const res = await app.api("/signals/redrive", { method: "POST", json: { signal_id: dead.body!.signal_id } });
+    expect(res.status).toBe(202);
+    expect(await res.json()).toMatchObject({ outcome: "started", sequence: 1, redriven_from: dead.body!.signal_id });
+    const [start] = await startEvents("order-redriven", 1);
+    expect(start!.json).toMatchObject({ type: "run.start", signal: { name: "late-start", payload: { late: true } } });
+  });
+
   it("through POST /signals/batch: each run never seen is started once, in order", async () => {
     const res = await app.api("/signals/batch", {
       method: "POST",
