@@ -6,7 +6,8 @@
 -- idempotency, cancelled run, then received (the run's open wait for the name; with
 -- expect_wait_id only that wait counts, and the signal is never buffered), started (a type with
 -- a start_url, a run never seen: db/functions/start_run.sql), buffered, or rejected_not_waiting.
--- A quorum wait counts the signal as a vote and is received only once the vote decides it. Waits leave `waiting` through signalbox.resolve_waits only.
+-- A quorum wait counts the signal as a vote and is received only once the vote decides it.
+-- Waits leave `waiting` through signalbox.resolve_waits only.
 --
 -- Items are taken in run_id order, so two batches lock their runs in the same order and cannot
 -- deadlock each other. The waits the batch receives are resolved together by one

@@ -323,7 +323,7 @@ export const deliveryAttempts = signalbox.table(
     waitId: text("wait_id"),
     /** A `run.start` event's attempt (run_starts): the run it starts. */
     startRunId: text("start_run_id"),
-    /** 1, 2, 3... per wait, across redeliveries. */
+    /** 1, 2, 3... per wait (or run start), across redeliveries. */
     attempt: integer("attempt").notNull(),
     /** The event the callback carried: its id is the `webhook-id` the endpoint saw. */
     eventId: bigint("event_id", { mode: "number" }).notNull(),
