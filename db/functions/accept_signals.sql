@@ -4,9 +4,10 @@
 --
 -- Each item is an authenticated, validated signal. Under its run's lock, in this order:
 -- idempotency, cancelled run, then received (the run's open wait for the name; with
--- expect_wait_id only that wait counts, and the signal is never buffered), buffered, or
--- rejected_not_waiting. A quorum wait counts the signal as a vote and is received only once
--- the vote decides it. Waits leave `waiting` through signalbox.resolve_waits only.
+-- expect_wait_id only that wait counts, and the signal is never buffered), started (a type with
+-- a start_url, a run never seen: db/functions/start_run.sql), buffered, or rejected_not_waiting.
+-- A quorum wait counts the signal as a vote and is received only once the vote decides it.
+-- Waits leave `waiting` through signalbox.resolve_waits only.
 --
 -- Items are taken in run_id order, so two batches lock their runs in the same order and cannot
 -- deadlock each other. The waits the batch receives are resolved together by one
@@ -38,10 +39,11 @@ DECLARE
   v_pending_runs text[] := '{}';
   v_continued_as text;
   v_path text[];
+  v_start text;
 BEGIN
   FOR it IN
     SELECT x.* FROM json_to_recordset(items) AS x(
-      i int, id text, run_id text, signal text, payload text, payload_hash text, idempotency_key text, buffer_ttl_s int, expect_wait_id text)
+      i int, id text, run_id text, signal text, payload text, payload_hash text, idempotency_key text, buffer_ttl_s int, expect_wait_id text, start_url text)
     ORDER BY x.run_id, x.i
   LOOP
     -- The run's lock: sequences, the open wait and idempotency are decided under it.
@@ -88,16 +90,28 @@ BEGIN
     IF it.expect_wait_id IS NOT NULL AND v_wait_id IS DISTINCT FROM it.expect_wait_id THEN
       v_wait_id := NULL; -- another wait of that name is as good as none
     END IF;
-    IF v_wait_id IS NULL AND (it.buffer_ttl_s <= 0 OR it.expect_wait_id IS NOT NULL) THEN
+    v_start := NULL;
+    IF v_wait_id IS NULL AND it.start_url IS NOT NULL AND it.expect_wait_id IS NULL THEN
+      v_start := signalbox.start_decision(it.run_id, it.signal); -- only types with a start pay for this
+    END IF;
+    IF v_wait_id IS NULL AND v_start IS NULL AND (it.buffer_ttl_s <= 0 OR it.expect_wait_id IS NOT NULL) THEN
       RETURN QUERY SELECT it.i, 'rejected_not_waiting'::text, signalbox.reject_signal(it.id, it.run_id, it.signal, 'rejected_not_waiting', it.payload, it.payload_hash, it.idempotency_key), NULL::bigint, NULL::text, it.run_id;
       CONTINUE;
     END IF;
 
     UPDATE signalbox.runs SET last_sequence = last_sequence + 1 WHERE run_id = it.run_id RETURNING last_sequence INTO v_seq;
     INSERT INTO signalbox.signals (id, run_id, signal, sequence, outcome, payload, payload_hash, idempotency_key, wait_id, buffer_expires_at)
-      VALUES (it.id, it.run_id, it.signal, v_seq, CASE WHEN v_wait_id IS NULL THEN 'buffered' ELSE 'received' END,
+      VALUES (it.id, it.run_id, it.signal, v_seq,
+              CASE WHEN v_wait_id IS NOT NULL THEN 'received' WHEN v_start = 'start' THEN 'started' ELSE 'buffered' END,
               it.payload, it.payload_hash, it.idempotency_key, v_wait_id,
-              CASE WHEN v_wait_id IS NULL THEN now() + it.buffer_ttl_s * interval '1 second' END);
+              -- A started signal, and those kept behind it, wait for the run's first wait: no TTL.
+              CASE WHEN v_wait_id IS NULL AND v_start IS NULL THEN now() + it.buffer_ttl_s * interval '1 second' END);
+
+    IF v_start = 'start' THEN
+      PERFORM signalbox.start_run(it.run_id, it.signal, it.id, it.start_url, v_seq);
+      RETURN QUERY SELECT it.i, 'started'::text, it.id, v_seq, NULL::text, it.run_id;
+      CONTINUE;
+    END IF;
 
     IF v_wait_id IS NULL THEN
       INSERT INTO signalbox.events (run_id, type, signal_id, data)

@@ -4,7 +4,7 @@
 -- channels, src/waits/resolve-waits.ts resolutions) are proven equal to these by
 -- test/waits/shared-constants.test.ts, so the two languages cannot drift apart unnoticed.
 
--- The job key of a wait's (or a notification's) job: one pending job per key.
+-- The job key of a wait's (or a notification's, or a run start's) job: one pending job per key.
 CREATE OR REPLACE FUNCTION "signalbox"."job_key"(p_task text, p_id text)
 RETURNS text LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
   SELECT CASE p_task
@@ -13,6 +13,7 @@ RETURNS text LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
     WHEN 'fire_timer' THEN 'timer:'
     WHEN 'poll_sensor' THEN 'sensor:'
     WHEN 'deliver_notification' THEN 'notify:'
+    WHEN 'deliver_start' THEN 'start:'
   END || p_id;
 $$;
 

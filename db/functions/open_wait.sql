@@ -57,11 +57,13 @@ BEGIN
   INSERT INTO signalbox.events (run_id, type, wait_id, data)
     VALUES (p_run_id, 'signal.waiting', p_id, jsonb_build_object('signal', p_signal, 'kind', 'external'));
 
-  -- The oldest buffered signal still usable is this wait's at once. Locked: the retention job
-  -- (which skips locked rows) then neither marks it expired nor deletes it meanwhile.
+  -- The oldest buffered signal still usable is this wait's at once: a started one (signal-with-
+  -- start) and those kept behind it have no TTL. Locked: the retention job (which skips locked
+  -- rows) then neither marks it expired nor deletes it meanwhile.
   SELECT s.id INTO v_buffered FROM signalbox.signals s
-    WHERE s.run_id = p_run_id AND s.signal = p_signal AND s.outcome = 'buffered' AND s.wait_id IS NULL AND s.buffer_expires_at > now()
-    ORDER BY s.received_at, s.sequence LIMIT 1
+    WHERE s.run_id = p_run_id AND s.signal = p_signal AND s.outcome IN ('buffered', 'started') AND s.wait_id IS NULL
+      AND (s.buffer_expires_at IS NULL OR s.buffer_expires_at > now())
+    ORDER BY s.sequence LIMIT 1 -- the order the run's lock accepted them in (received_at is each transaction's start)
     FOR UPDATE;
   IF v_buffered IS NOT NULL OR v_deadline <= now() THEN
     SELECT w.ctid INTO v_wait_row FROM signalbox.waits w WHERE w.id = p_id;

@@ -76,14 +76,7 @@ BEGIN
     VALUES (p_wait_id, v_attempt, v_event_id, now() - p_duration_ms * interval '1 millisecond', p_duration_ms, p_status_code, p_error, v_outcome, p_callback_host);
 
   IF v_outcome = 'retry' THEN
-    -- Attempt n+1 of a round after backoff × 2^(n-1) s, at most an hour (src/delivery/classify-response.ts retryDelayS).
-    IF (SELECT j.id FROM signalbox.add_job(
-          'deliver_callback', json_build_object('id', p_wait_id),
-          now() + least(3600, p_backoff_s * 2 ^ greatest(0, v_attempt - v_round_start - 1)) * interval '1 second',
-          signalbox.job_max_attempts(), signalbox.job_key('deliver_callback', p_wait_id), 'replace') j) IS NULL THEN
-      -- graphile/worker#580: under contention on one key add_job can return no job; the caller retries.
-      RAISE EXCEPTION 'add_job returned no job' USING ERRCODE = '40001';
-    END IF;
+    PERFORM signalbox.queue_next_attempt('deliver_callback', p_wait_id, v_attempt, v_round_start, p_backoff_s);
   END IF;
 
   outcome := v_outcome;
@@ -177,14 +170,7 @@ BEGIN
 
   FOR i IN 1 .. coalesce(cardinality(v_n), 0) LOOP
     IF v_outcomes[i] = 'retry' THEN
-      -- Attempt n+1 of a round after backoff × 2^(n-1) s, at most an hour (as record_delivery_attempt).
-      IF (SELECT j.id FROM signalbox.add_job(
-            'deliver_callback', json_build_object('id', v_wait_ids[i]),
-            now() + least(3600, p_backoff_s * 2 ^ greatest(0, v_attempts[i] - v_round_starts[i] - 1)) * interval '1 second',
-            signalbox.job_max_attempts(), signalbox.job_key('deliver_callback', v_wait_ids[i]), 'replace') j) IS NULL THEN
-        -- graphile/worker#580: under contention on one key add_job can return no job; the caller retries.
-        RAISE EXCEPTION 'add_job returned no job' USING ERRCODE = '40001';
-      END IF;
+      PERFORM signalbox.queue_next_attempt('deliver_callback', v_wait_ids[i], v_attempts[i], v_round_starts[i], p_backoff_s);
     END IF;
     n := v_n[i];
     outcome := v_outcomes[i];

@@ -104,7 +104,9 @@ BEGIN
 
   FOR v_signal IN
     SELECT s.id, s.signal, s.sequence, s.idempotency_key, s.received_at FROM signalbox.signals s
-      WHERE s.run_id = p_run_id AND s.outcome = 'buffered' AND s.wait_id IS NULL AND s.buffer_expires_at > now()
+      -- A started signal (signal-with-start) and those kept behind it have no TTL: they move too.
+      WHERE s.run_id = p_run_id AND s.outcome IN ('buffered', 'started') AND s.wait_id IS NULL
+        AND (s.buffer_expires_at IS NULL OR s.buffer_expires_at > now())
       ORDER BY s.sequence
       FOR UPDATE -- the retention job skips locked rows: it neither expires nor deletes one meanwhile
   LOOP

@@ -10,6 +10,7 @@ import { parseEventId } from "../events/events.queries.ts";
 import { clientAddress, proxyList } from "../http/rate-limit.ts";
 import { cancelRun, pauseRun, resumeRun } from "../runs/control-run.ts";
 import { redeliverWait } from "../waits/cancel-wait.ts";
+import { redeliverStart } from "../delivery/deliver-start.ts";
 import { redriveSignal } from "../signals/redrive-signal.ts";
 import { runEventStream } from "../runs/run-event-stream.ts";
 import { answerApproval } from "./answer-approval.ts";
@@ -229,6 +230,14 @@ export function consoleRouter(deps: ConsoleDeps) {
     const filter = { ...(query.status ? { status: query.status } : {}), ...(query.callbackHost ? { callbackHost: query.callbackHost } : {}) };
     const done = await redeliverMatching(deps, filter);
     return c.redirect(deliveriesUrl(filter, { redelivered: String(done.redelivered), ...(done.skipped ? { skipped: String(done.skipped) } : {}), ...(done.more ? { more: "1" } : {}) }), 303);
+  });
+  // A run start's event (signal-with-start), through the verb of POST /runs/{run}/start/redeliver.
+  app.post("/deliveries/starts/:run/redeliver", async (c) => {
+    const run = c.req.param("run");
+    if (!RUN_ID.test(run)) throw new BadRequestError("a run id is 1 to 200 characters from A-Z a-z 0-9 . _ : @ -");
+    const { query } = parseDeliveriesQuery(c.get("form"));
+    await redeliverStart(deps, run);
+    return c.redirect(deliveriesUrl(query, { redelivered: "1" }), 303);
   });
   app.post("/deliveries/:id/redeliver", async (c) => {
     const waitId = waitIdOf(c.req.param("id"));

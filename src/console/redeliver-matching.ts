@@ -1,6 +1,7 @@
 import type { Deps } from "../deps.ts";
 import { ServiceError } from "../core/errors.ts";
 import { findFailingDeliveries } from "../delivery/list-deliveries.ts";
+import { redeliverStart } from "../delivery/deliver-start.ts";
 import { redeliverWait } from "../waits/cancel-wait.ts";
 
 /** Deliveries one "redeliver all" press sends again at most; past it the operator presses again. */
@@ -14,8 +15,8 @@ export interface DeliveryFilter {
 
 /**
  * "Redeliver all matching": walks the failing deliveries the filter shows (the same listing as
- * GET /deliveries) and redelivers each with the verb of POST /waits/{id}/redeliver, one
- * transaction per wait. A wait that cannot be redelivered now (it lost its callback, say) is
+ * GET /deliveries) and redelivers each with the verb of POST /waits/{id}/redeliver (a run start's
+ * with that of POST /runs/{run}/start/redeliver), one transaction per delivery. A wait that cannot be redelivered now (it lost its callback, say) is
  * counted as skipped, not an error for the rest.
  */
 export async function redeliverMatching(deps: Pick<Deps, "db">, filter: DeliveryFilter): Promise<{ redelivered: number; skipped: number; more: boolean }> {
@@ -27,7 +28,8 @@ export async function redeliverMatching(deps: Pick<Deps, "db">, filter: Delivery
     const found = await findFailingDeliveries(deps, { ...filter, limit, ...(cursor ? { cursor } : {}) });
     for (const d of found.items) {
       try {
-        await redeliverWait(deps, d.wait_id);
+        if (d.wait_id === null) await redeliverStart(deps, d.run_id);
+        else await redeliverWait(deps, d.wait_id);
         redelivered++;
       } catch (err) {
         if (!(err instanceof ServiceError)) throw err;

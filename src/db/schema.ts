@@ -33,6 +33,11 @@ export const signalTypes = signalbox.table("signal_types", {
   notifyUrl: text("notify_url"),
   /** `signal.reminder` events this many seconds before a wait's deadline. */
   remindersS: jsonb("reminders_s").$type<number[]>().notNull().default([]),
+  /**
+   * Signal-with-start: a signal of this type for a run never seen is `started`, and a signed
+   * `run.start` event is POSTed here (db/functions/start_run.sql).
+   */
+  startUrl: text("start_url"),
   createdAt: tz("created_at").notNull().defaultNow(),
   updatedAt: tz("updated_at").notNull().defaultNow(),
 });
@@ -159,7 +164,7 @@ export const signals = signalbox.table(
     id: text("id").primaryKey(),
     runId: text("run_id").notNull(),
     signal: text("signal").notNull(),
-    /** Set only on accepted signals (received, buffered, or expired: buffered and never consumed). */
+    /** Set only on accepted signals (received, buffered, started, or expired: buffered and never consumed). */
     sequence: bigint("sequence", { mode: "number" }),
     outcome: text("outcome").notNull(),
     /**
@@ -178,6 +183,8 @@ export const signals = signalbox.table(
     /**
      * Buffered signals: usable until then; consumed ones have wait_id set. Past it, an unconsumed
      * one is shown as `expired` at once, and the retention job marks it so (src/retention).
+     * Null on a `started` signal and on the signals buffered behind it before the run's first
+     * wait of that name opened: kept until a wait consumes them (or retention purges them by age).
      */
     bufferExpiresAt: tz("buffer_expires_at"),
     /**
@@ -192,11 +199,11 @@ export const signals = signalbox.table(
     reply: jsonb("reply"),
   },
   (t) => [
-    check("signals_accepted_have_sequence", sql`(${t.outcome} in ('received', 'buffered', 'expired')) = (${t.sequence} is not null)`),
+    check("signals_accepted_have_sequence", sql`(${t.outcome} in ('received', 'buffered', 'started', 'expired')) = (${t.sequence} is not null)`),
     // OUTCOMES (src/signals/signal-outcome.ts) that are recorded, and expired; test/db/enumerations.test.ts holds them equal.
     check(
       "signals_outcome",
-      sql`${t.outcome} in ('received', 'buffered', 'expired', 'rejected_idempotency_conflict', 'rejected_unauthenticated', 'rejected_unknown_signal', 'rejected_not_waiting', 'rejected_not_active', 'rejected_invalid_payload', 'payload_too_large', 'invalid_json')`,
+      sql`${t.outcome} in ('received', 'buffered', 'started', 'expired', 'rejected_idempotency_conflict', 'rejected_unauthenticated', 'rejected_unknown_signal', 'rejected_not_waiting', 'rejected_not_active', 'rejected_invalid_payload', 'payload_too_large', 'invalid_json')`,
     ),
     uniqueIndex("signals_run_sequence").on(t.runId, t.sequence).where(sql`${t.sequence} is not null`),
     // Idempotency: one accepted signal per run, name and key.
@@ -206,9 +213,10 @@ export const signals = signalbox.table(
     index("signals_run_received").on(t.runId, t.receivedAt, t.id),
     index("signals_outcome_received").on(t.outcome, t.receivedAt, t.id),
     index("signals_received").on(t.receivedAt, t.id),
-    index("signals_buffered_open")
-      .on(t.runId, t.signal, t.receivedAt)
-      .where(sql`${t.outcome} = 'buffered' and ${t.waitId} is null`),
+    // What a new wait may consume, in sequence order: buffered signals and a started one (signal-with-start).
+    index("signals_kept_open")
+      .on(t.runId, t.signal, t.sequence)
+      .where(sql`${t.outcome} in ('buffered', 'started') and ${t.waitId} is null`),
     // Retention (src/retention): a wait's signals go with it; the others (rejections, buffered
     // signals never consumed) by age; buffered signals past their TTL are marked expired.
     index("signals_wait").on(t.waitId).where(sql`${t.waitId} is not null`),
@@ -242,7 +250,7 @@ export const events = signalbox.table(
     // EVENT_TYPES (src/events/events.queries.ts); test/db/enumerations.test.ts holds the two equal.
     check(
       "events_type",
-      sql`${t.type} in ('signal.waiting', 'signal.received', 'signal.buffered', 'signal.timeout', 'signal.cancelled', 'signal.vote', 'run.pausing', 'run.paused', 'run.resumed', 'run.cancelling', 'run.cancelled', 'run.continued', 'run.continued_from')`,
+      sql`${t.type} in ('signal.waiting', 'signal.received', 'signal.buffered', 'signal.timeout', 'signal.cancelled', 'signal.vote', 'run.started', 'run.pausing', 'run.paused', 'run.resumed', 'run.cancelling', 'run.cancelled', 'run.continued', 'run.continued_from')`,
     ),
   ],
 );
@@ -336,8 +344,11 @@ export const deliveryAttempts = signalbox.table(
   "delivery_attempts",
   {
     id: bigint("id", { mode: "number" }).primaryKey().generatedByDefaultAsIdentity(),
-    waitId: text("wait_id").notNull(),
-    /** 1, 2, 3... per wait, across redeliveries. */
+    /** A wait's callback attempt; null on a run start's attempt (start_run_id). */
+    waitId: text("wait_id"),
+    /** A `run.start` event's attempt (run_starts): the run it starts. */
+    startRunId: text("start_run_id"),
+    /** 1, 2, 3... per wait (or run start), across redeliveries. */
     attempt: integer("attempt").notNull(),
     /** The event the callback carried: its id is the `webhook-id` the endpoint saw. */
     eventId: bigint("event_id", { mode: "number" }).notNull(),
@@ -356,6 +367,8 @@ export const deliveryAttempts = signalbox.table(
   (t) => [
     check("delivery_attempts_outcome", sql`${t.outcome} in ('delivered', 'retry', 'failed')`),
     check("delivery_attempts_attempt", sql`${t.attempt} >= 1`),
+    check("delivery_attempts_one_owner", sql`(${t.waitId} is null) <> (${t.startRunId} is null)`),
+    uniqueIndex("delivery_attempts_start_attempt").on(t.startRunId, t.attempt).where(sql`${t.startRunId} is not null`),
     // A wait's attempts in order, and the compare-and-set's guard: one row per attempt number.
     uniqueIndex("delivery_attempts_wait_attempt").on(t.waitId, t.attempt),
     // GET /deliveries: deliveries whose latest attempt failed (failed, or pending a retry), by
@@ -363,5 +376,38 @@ export const deliveryAttempts = signalbox.table(
     // (nearly all of them) costs these indexes nothing, and superseded attempts leave them.
     index("delivery_attempts_failing").on(t.startedAt, t.id).where(sql`${t.latest} and ${t.outcome} <> 'delivered'`),
     index("delivery_attempts_failing_host").on(t.callbackHost, t.startedAt, t.id).where(sql`${t.latest} and ${t.outcome} <> 'delivered'`),
+  ],
+);
+
+/**
+ * Signal-with-start: the one `run.start` event of a run that a signal of a type with `start`
+ * found never seen (db/functions/start_run.sql), and its delivery, kept like a wait's callback
+ * delivery (status, attempts, rounds; attempts in delivery_attempts by start_run_id). The
+ * primary key is the rule: exactly one start per run.
+ */
+export const runStarts = signalbox.table(
+  "run_starts",
+  {
+    runId: text("run_id")
+      .primaryKey()
+      .references(() => runs.runId),
+    /** The `started` signal: the event carries its id, name and payload. */
+    signalId: text("signal_id").notNull(),
+    signal: text("signal").notNull(),
+    /** The signal type's start URL when the run started. */
+    url: text("url").notNull(),
+    /** The run.started history event: its id is the `webhook-id` of every attempt. */
+    eventId: bigint("event_id", { mode: "number" }).notNull(),
+    occurredAt: tz("occurred_at").notNull().defaultNow(),
+    deliveryStatus: text("delivery_status").notNull().default("pending"),
+    deliveryAttempts: integer("delivery_attempts").notNull().default(0),
+    deliveryLastError: text("delivery_last_error"),
+    /** As waits.delivery_round_start: a redelivery starts a new round of attempts. */
+    deliveryRoundStart: integer("delivery_round_start").notNull().default(0),
+  },
+  (t) => [
+    check("run_starts_delivery_status", sql`${t.deliveryStatus} in ('pending', 'delivered', 'failed')`),
+    // Retention: delivered or failed starts by age.
+    index("run_starts_occurred").on(t.occurredAt),
   ],
 );

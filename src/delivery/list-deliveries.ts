@@ -3,7 +3,8 @@ import { BadRequestError, NotFoundError } from "../core/errors.ts";
 import { decodeCursor, page } from "../core/pagination.ts";
 import { eventId } from "../events/events.queries.ts";
 import { findWait } from "../waits/waits.queries.ts";
-import { listFailingDeliveries, listWaitAttempts, type AttemptRow, type FailingDeliveryRow, type FailingFilter } from "./deliveries.queries.ts";
+import { findStart } from "./starts.queries.ts";
+import { listFailingDeliveries, listStartAttempts, listWaitAttempts, type AttemptRow, type FailingDeliveryRow, type FailingFilter } from "./deliveries.queries.ts";
 
 /** Attempt ids as the API shows them: `dl_<n>`. */
 export const attemptId = (id: number) => `dl_${id}`;
@@ -11,7 +12,7 @@ export const attemptId = (id: number) => `dl_${id}`;
 export function toAttemptResource(a: AttemptRow) {
   return {
     id: attemptId(a.id),
-    wait_id: a.waitId,
+    wait_id: a.waitId!, // listed by wait: always set
     attempt: a.attempt,
     webhook_id: eventId(a.eventId),
     started_at: a.startedAt.toISOString(),
@@ -23,8 +24,15 @@ export function toAttemptResource(a: AttemptRow) {
   };
 }
 
+/** A run start's attempt (GET /runs/{run}/start/deliveries): as a callback's, named by its run. */
+export function toStartAttemptResource(a: AttemptRow) {
+  const { wait_id: _none, ...rest } = toAttemptResource(a);
+  return { ...rest, run_id: a.startRunId! };
+}
+
 export function toFailingDeliveryResource(d: FailingDeliveryRow) {
   return {
+    kind: d.kind,
     wait_id: d.waitId,
     run_id: d.runId,
     signal: d.signal,
@@ -52,6 +60,14 @@ export async function listWaitDeliveries(deps: Pick<Deps, "db">, waitId: string,
   if (!(await findWait(deps.db, waitId))) throw new NotFoundError(`no wait with id '${waitId}'`);
   const rows = await listWaitAttempts(deps.db, waitId, after?.id ?? 0, q.limit);
   return page(rows, q.limit, (a) => ({ at: a.startedAt, id: attemptId(a.id) }), toAttemptResource);
+}
+
+/** GET /runs/{run}/start/deliveries: every recorded attempt of the run's start event, oldest first. */
+export async function listStartDeliveries(deps: Pick<Deps, "db">, runId: string, q: { limit: number; cursor?: string }) {
+  const after = decodeAttemptCursor(q.cursor);
+  if (!(await findStart(deps.db, runId))) throw new NotFoundError(`run '${runId}' was not started by a signal`);
+  const rows = await listStartAttempts(deps.db, runId, after?.id ?? 0, q.limit);
+  return page(rows, q.limit, (a) => ({ at: a.startedAt, id: attemptId(a.id) }), toStartAttemptResource);
 }
 
 /** GET /deliveries: deliveries failing now (failed, or pending after a failed attempt), across waits. */

@@ -9,6 +9,7 @@ export const EVENT_TYPES = [
   "signal.timeout",
   "signal.cancelled",
   "signal.vote",
+  "run.started",
   "run.pausing",
   "run.paused",
   "run.resumed",

@@ -49,8 +49,8 @@ export async function countDeadLetters(q: Queryable, from: Date, to: Date, bucke
 }
 
 /**
- * Deliveries failing now, by the wait's delivery status: the same set GET /deliveries lists
- * (latest attempt not delivered, still the wait's latest), read from its partial index.
+ * Deliveries failing now (callbacks and run starts), by their delivery status: the same set GET
+ * /deliveries lists (latest attempt not delivered, still the latest), read from its partial index.
  */
 export async function countFailingDeliveries(q: Queryable): Promise<{ failed: number; pending: number }> {
   // Attempts drive, from their partial index; each finds its wait by primary key (a LATERAL with
@@ -59,9 +59,13 @@ export async function countFailingDeliveries(q: Queryable): Promise<{ failed: nu
     select w.status, count(*)::int as n
     from signalbox.delivery_attempts a
     cross join lateral (
-      select w.delivery_status as status from signalbox.waits w
-      where w.id = a.wait_id and w.delivery_attempts = a.attempt and w.delivery_status in ('pending', 'failed')
-      limit 1
+      (select w.delivery_status as status from signalbox.waits w
+       where a.wait_id is not null and w.id = a.wait_id and w.delivery_attempts = a.attempt and w.delivery_status in ('pending', 'failed')
+       limit 1)
+      union all -- a run start's (signal-with-start), as listFailingDeliveries
+      (select s.delivery_status from signalbox.run_starts s
+       where a.start_run_id is not null and s.run_id = a.start_run_id and s.delivery_attempts = a.attempt and s.delivery_status in ('pending', 'failed')
+       limit 1)
     ) w
     where a.latest and a.outcome <> 'delivered'
     group by 1`);

@@ -8,6 +8,7 @@ import {
   markExpiredSignals,
   purgeEventsWithoutWait,
   purgeOldNotifications,
+  purgeOldStarts,
   purgeResolvedWaits,
   purgeSignalsWithoutWait,
   ROW_BATCH,
@@ -45,6 +46,8 @@ export interface PurgeTotals extends PurgedWaits {
   looseEvents: number;
   /** Buffered signals past their TTL marked `expired` (not deleted). */
   expired: number;
+  /** Run starts (signal-with-start) delivered or failed, with their recorded attempts. */
+  runStarts: number;
   /** Rejected signals past SIGNALBOX_REJECTED_PER_SIGNAL_TYPE of their type, oldest first, whatever their age. */
   rejectedOverCap: number;
 }
@@ -78,7 +81,7 @@ const plain = (name: keyof PurgeTotals, statement: (q: Queryable, from: string |
  * type's rejections to the newest SIGNALBOX_REJECTED_PER_SIGNAL_TYPE, then (unless
  * SIGNALBOX_RETENTION_DAYS is 0) deletes, batch by batch, resolved waits older than the
  * retention period with everything that belongs to them, then history events, signal records
- * and notifications of that age that belong to no wait. Never touched: open waits, waits
+ * and notifications of that age that belong to no wait, and run starts no longer pending. Never touched: open waits, waits
  * whose callback is pending, buffered signals within their TTL, anything younger than the
  * period, and `runs` rows (they hold each run's gapless `last_sequence`).
  */
@@ -109,11 +112,17 @@ export async function purgeOldRecords(
       plain("looseEvents", (q, from) => purgeEventsWithoutWait(q, days, from)),
       plain("looseSignals", (q, from) => purgeSignalsWithoutWait(q, days, from)),
       plain("notifications", (q, from) => purgeOldNotifications(q, days, from)),
+      {
+        async run(q, from) {
+          const b = await purgeOldStarts(q, days, from);
+          return { done: { runStarts: b.rows }, last: b.last, full: b.rows === WAIT_BATCH };
+        },
+      },
     );
   }
 
   const report: PurgeReport = {
-    totals: { waits: 0, events: 0, signals: 0, notifications: 0, votes: 0, deliveryAttempts: 0, linkUses: 0, looseSignals: 0, looseEvents: 0, expired: 0, rejectedOverCap: 0 },
+    totals: { waits: 0, events: 0, signals: 0, notifications: 0, votes: 0, deliveryAttempts: 0, linkUses: 0, looseSignals: 0, looseEvents: 0, expired: 0, runStarts: 0, rejectedOverCap: 0 },
     batches: 0,
     largestBatch: 0,
     more: false,

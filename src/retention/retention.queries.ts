@@ -133,7 +133,8 @@ export async function purgeEventsWithoutWait(q: Queryable, days: number, from: s
 /**
  * Deletes up to ROW_BATCH signal records that belong to no wait, older than `days`: rejections
  * (the dead letters) and buffered signals never consumed, once past their TTL (a buffered
- * signal still within it is kept, however old). Signals of a wait go with the wait. Locked
+ * signal still within it is kept, however old). A `started` signal never consumed, and those
+ * kept behind it (no TTL), go by age like rejections. Signals of a wait go with the wait. Locked
  * rows are skipped: a wait opening now may be taking that buffered signal.
  */
 export async function purgeSignalsWithoutWait(q: Queryable, days: number, from: string | null = null, batch = ROW_BATCH): Promise<Batch> {
@@ -141,10 +142,30 @@ export async function purgeSignalsWithoutWait(q: Queryable, days: number, from: 
     delete from signalbox.signals where id = any(array(
       select id from signalbox.signals
       where wait_id is null and received_at < ${cutoff(days)} and ${startingAt(sql`received_at`, from)}
-        and (outcome <> 'buffered' or buffer_expires_at <= now())
+        and (outcome <> 'buffered' or buffer_expires_at is null or buffer_expires_at <= now())
       order by received_at limit ${limit(batch)}
       for update skip locked))
     returning ${isoKey(sql`received_at`)} as key`);
+}
+
+/**
+ * Deletes up to WAIT_BATCH run starts (signal-with-start) older than `days` whose run.start is no
+ * longer pending (delivered or failed), each with its recorded attempts. A pending one is left to
+ * its delivery job. The run's row stays, with its sequence: a run once started is never started
+ * again, whatever retention removed. `last` is an occurred_at.
+ */
+export async function purgeOldStarts(q: Queryable, days: number, from: string | null = null, batch = WAIT_BATCH): Promise<Batch> {
+  return keyedBatch(q, sql`
+    with doomed as (
+      select run_id from signalbox.run_starts
+      where occurred_at < ${cutoff(days)} and ${startingAt(sql`occurred_at`, from)} and delivery_status <> 'pending'
+      order by occurred_at limit ${limit(batch)}
+      for update skip locked
+    ), gone_attempts as (
+      delete from signalbox.delivery_attempts d where d.start_run_id = any(array(select run_id from doomed)) returning 1
+    )
+    delete from signalbox.run_starts where run_id = any(array(select run_id from doomed))
+    returning ${isoKey(sql`occurred_at`)} as key`);
 }
 
 /**

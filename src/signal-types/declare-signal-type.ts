@@ -43,6 +43,7 @@ export async function declareSignalType(
       responses: input.responses ?? null,
       notifyUrl: input.notify_url ?? null,
       remindersS: input.reminders_s ?? [],
+      startUrl: input.start?.url ?? null,
     }),
   );
   deps.signalTypeCache?.forget(name);

@@ -3,6 +3,9 @@ import { AUTH_SCHEMES } from "./signal-type.ts";
 
 const JSON_POINTER = /^(\/([^~/]|~[01])*)*$/;
 
+/** An endpoint signalbox POSTs to, checked as a wait's callback_url is. */
+const httpUrl = () => z.string().url().max(2000).regex(/^[Hh][Tt][Tt][Pp][Ss]?:\/\//, "must be an http(s) URL");
+
 /** The body of PUT /signal-types/{name}, also the shape of each entry in SIGNALBOX_SIGNAL_TYPES_FILE. */
 export const SignalTypeBodySchema = z
   .object({
@@ -44,7 +47,7 @@ export const SignalTypeBodySchema = z
       description: "Human decisions: the allowed values of the payload's `response` field",
       example: ["approve", "reject"],
     }),
-    notify_url: z.string().url().max(2000).regex(/^[Hh][Tt][Tt][Pp][Ss]?:\/\//, "must be an http(s) URL").nullable().optional().openapi({
+    notify_url: httpUrl().nullable().optional().openapi({
       description: "Receives a signed `signal.waiting` event when a wait for this type opens",
       example: "http://notifier:9100/signals",
     }),
@@ -52,6 +55,15 @@ export const SignalTypeBodySchema = z
       description: "Send `signal.reminder` to notify_url this many seconds before a wait's deadline",
       example: [3600],
     }),
+    start: z
+      .object({ url: httpUrl().openapi({ description: "The engine endpoint that starts runs", example: "http://engine:9000/start" }) })
+      .strict()
+      .nullable()
+      .optional()
+      .openapi("SignalTypeStart", {
+        description:
+          "Signal-with-start: a signal of this type for a run signalbox has never seen (no wait ever opened, no signal ever accepted) is `started`: kept for the run's first wait of that name, and a Standard Webhooks-signed `run.start` event is POSTed to `url`",
+      }),
   })
   .strict()
   .openapi("SignalTypeInput");

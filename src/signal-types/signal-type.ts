@@ -29,6 +29,7 @@ export interface SignalTypeInput {
   responses?: string[] | null;
   notify_url?: string | null;
   reminders_s?: number[];
+  start?: { url: string } | null;
 }
 
 export type SignalTypeRow = typeof signalTypes.$inferSelect;
@@ -52,6 +53,7 @@ export function toSignalTypeResource(row: SignalTypeRow) {
     responses: row.responses ?? null,
     notify_url: row.notifyUrl,
     reminders_s: row.remindersS,
+    start: row.startUrl === null ? null : { url: row.startUrl },
     created_at: row.createdAt.toISOString(),
     updated_at: row.updatedAt.toISOString(),
   };

@@ -32,6 +32,7 @@ export interface SignalTypeValues {
   responses: string[] | null;
   notifyUrl: string | null;
   remindersS: number[];
+  startUrl: string | null;
 }
 
 /** Creates or replaces; `created` says which (xmax = 0 only on a freshly inserted row). */
@@ -49,6 +50,7 @@ export async function upsertSignalType(q: Queryable, v: SignalTypeValues): Promi
         responses: v.responses,
         notifyUrl: v.notifyUrl,
         remindersS: v.remindersS,
+        startUrl: v.startUrl,
         updatedAt: sql`now()`,
       },
     })

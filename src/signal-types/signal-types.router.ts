@@ -26,6 +26,10 @@ export const SignalTypeSchema = z
     responses: z.array(z.string()).nullable(),
     notify_url: z.string().nullable(),
     reminders_s: z.array(z.number().int()),
+    start: z
+      .object({ url: z.string() })
+      .nullable()
+      .openapi({ description: "Signal-with-start: where a `run.start` event goes when a signal of this type finds a run never seen; null: no start" }),
     created_at: z.string().datetime(),
     updated_at: z.string().datetime(),
   })

@@ -7,6 +7,8 @@ export type IntakeItem = Omit<NewSignal, "outcome" | "waitId" | "validationError
   bufferTtlS: number;
   /** Approval links: only this wait counts as the run's open one, and the signal is never buffered. */
   expectWaitId?: string;
+  /** The type's start URL (signal-with-start); null for a type without one, which then costs intake nothing more. */
+  startUrl?: string | null;
 };
 
 /**
@@ -14,7 +16,7 @@ export type IntakeItem = Omit<NewSignal, "outcome" | "waitId" | "validationError
  * the run addressed, or the newest run of its chain when that run was continued.
  */
 export type IntakeItemAnswer =
-  | { outcome: "received" | "buffered" | "duplicate"; signalId: string; sequence: number; waitId: string | null; runId: string }
+  | { outcome: "received" | "buffered" | "started" | "duplicate"; signalId: string; sequence: number; waitId: string | null; runId: string }
   | { outcome: "rejected_idempotency_conflict" | "rejected_not_active" | "rejected_not_waiting"; signalId: string; runId: string };
 
 /**
@@ -34,6 +36,7 @@ export async function acceptSignals(q: Queryable, items: IntakeItem[]): Promise<
       idempotency_key: s.idempotencyKey,
       buffer_ttl_s: s.bufferTtlS,
       expect_wait_id: s.expectWaitId ?? null,
+      start_url: s.startUrl ?? null,
     })),
   );
   const rows = await q.execute<Row>(sql`select * from signalbox.accept_signals(${json}::json)`);
@@ -56,6 +59,7 @@ function toAnswer(r: Row): IntakeItemAnswer {
   switch (r.answer) {
     case "received":
     case "buffered":
+    case "started":
     case "duplicate":
       return { outcome: r.answer, signalId: r.answer_signal_id!, sequence: Number(r.answer_sequence), waitId: r.answer_wait_id, runId: r.answer_run_id };
     case "rejected_idempotency_conflict":

@@ -28,7 +28,7 @@ export const RedriveBody = z
 /** The intake answer of a redriven signal that was accepted (or a duplicate). */
 export const RedrivenSchema = z
   .object({
-    outcome: z.enum(["received", "buffered", "duplicate"]),
+    outcome: z.enum(["received", "buffered", "started", "duplicate"]),
     signal_id: z.string().openapi({ description: "The new record (for `duplicate`, the signal accepted earlier with the same idempotency key)" }),
     sequence: z.number().int(),
     wait_id: z.string().nullable(),

@@ -99,7 +99,7 @@ export async function sendSignal(deps: Pick<Deps, "db" | "secretBox" | "signalTy
   const problems = checkPayload(type, parsed.value, parsed.text);
   if (problems.length > 0) return recordRejection(deps.db, record, "rejected_invalid_payload", "the payload does not satisfy the signal type's schema", problems);
 
-  const item = { ...record, id: newId("sg"), bufferTtlS: type.bufferTtlS };
+  const item = { ...record, id: newId("sg"), bufferTtlS: type.bufferTtlS, startUrl: type.startUrl };
   if (input.claim === undefined && input.expectWaitId === undefined) {
     return intakeAnswer(await intakeBatcherFor(deps.db, deps.config?.SIGNALBOX_DB_POOL_SIZE ?? 8, deps.metrics).accept(item), record);
   }
@@ -118,6 +118,7 @@ function intakeAnswer(a: IntakeItemAnswer, record: Pick<NewSignal, "runId" | "si
   switch (a.outcome) {
     case "received":
     case "buffered":
+    case "started":
     case "duplicate":
       return { outcome: a.outcome, signal_id: a.signalId, sequence: a.sequence, wait_id: a.waitId, run_id: a.runId };
     case "rejected_idempotency_conflict":

@@ -3,6 +3,7 @@ import type { ValidationIssue } from "../core/errors.ts";
 export const OUTCOMES = [
   "received",
   "buffered",
+  "started",
   "duplicate",
   "rejected_idempotency_conflict",
   "rejected_unauthenticated",
@@ -26,6 +27,7 @@ export type RecordOutcome = (typeof RECORD_OUTCOMES)[number];
 export const OUTCOME_STATUS: Record<Outcome, number> = {
   received: 202,
   buffered: 202,
+  started: 202,
   duplicate: 200,
   rejected_idempotency_conflict: 409,
   rejected_unauthenticated: 401,
@@ -37,11 +39,14 @@ export const OUTCOME_STATUS: Record<Outcome, number> = {
   invalid_json: 400,
 };
 
+/** The outcomes of an accepted signal (2xx, with a sequence). */
+export type AcceptedOutcome = "received" | "buffered" | "started" | "duplicate";
+
 /**
  * What intake answers: an accepted outcome with ids, or a rejection with its reason. `run_id` is
  * the run the signal was applied to (the newest of its chain when the run addressed was
  * continued); a rejection recorded in a signal log names the run whose log holds it.
  */
 export type IntakeAnswer =
-  | { outcome: "received" | "buffered" | "duplicate"; signal_id: string; sequence: number; wait_id: string | null; run_id: string }
-  | { outcome: Exclude<Outcome, "received" | "buffered" | "duplicate">; detail: string; signal_id?: string; run_id?: string; validation_errors?: ValidationIssue[] };
+  | { outcome: AcceptedOutcome; signal_id: string; sequence: number; wait_id: string | null; run_id: string }
+  | { outcome: Exclude<Outcome, AcceptedOutcome>; detail: string; signal_id?: string; run_id?: string; validation_errors?: ValidationIssue[] };

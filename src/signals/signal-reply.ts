@@ -35,7 +35,7 @@ export const replyKnown = (s: Pick<SignalWithReply, "progress">): boolean => s.p
 export function replyState(s: Pick<SignalWithReply, "outcome" | "reply" | "progress">): ReplyState {
   const { deliveryStatus } = s.progress;
   if (replyKnown(s)) return { reply: s.reply ?? null, reply_pending: false, delivery_status: deliveryStatus };
-  const pending = deliveryStatus === "pending" || (deliveryStatus === null && s.outcome === "buffered");
+  const pending = deliveryStatus === "pending" || (deliveryStatus === null && (s.outcome === "buffered" || s.outcome === "started"));
   return { reply: null, reply_pending: pending, delivery_status: deliveryStatus };
 }
 

@@ -60,7 +60,8 @@ export const shownOutcome = sql<string>`case when ${expiredNow} then 'expired' e
 
 export function outcomeIs(outcome: string): SQL {
   if (outcome === "expired") return or(eq(signals.outcome, "expired"), expiredNow)!;
-  if (outcome === "buffered") return sql`${signals.outcome} = 'buffered' and not ${expiredNow}`;
+  // `is not true`: a signal kept behind a started one has no TTL (a null expiry), so expiredNow is null.
+  if (outcome === "buffered") return sql`${signals.outcome} = 'buffered' and ${expiredNow} is not true`;
   return eq(signals.outcome, outcome);
 }
 

@@ -35,7 +35,10 @@ const ReplyFields = {
 
 const AcceptedSchema = z
   .object({
-    outcome: z.enum(["received", "buffered", "duplicate"]),
+    outcome: z.enum(["received", "buffered", "started", "duplicate"]).openapi({
+      description:
+        "`started`: signal-with-start (the signal type declares `start`) and the run was never seen: the signal is kept for the run's first wait of that name, and a `run.start` event is POSTed to the type's start URL",
+    }),
     signal_id: z.string().openapi({ example: "sg_01jb2m3k4n5p6q7r8s9t0v1w2x3y" }),
     sequence: z.number().int().openapi({ example: 1 }),
     wait_id: z.string().nullable(),
@@ -67,7 +70,7 @@ const SignalRecordSchema = z
     sequence: z.number().int().nullable(),
     outcome: z.enum(RECORD_OUTCOMES).openapi({
       description:
-        "The intake outcome, or `expired`: a buffered signal whose `buffer_ttl_s` passed before any wait consumed it (it keeps its `sequence`; no wait will take it)",
+        "The intake outcome, or `expired`: a buffered signal whose `buffer_ttl_s` passed before any wait consumed it (it keeps its `sequence`; no wait will take it). A `started` signal stays `started` once a wait consumes it (`wait_id` is then set)",
     }),
     payload: z.unknown(),
     payload_bytes: z.number().int().nullable().openapi({
@@ -139,8 +142,8 @@ const intake = createRoute({
   operationId: "sendSignal",
   summary: "Send a signal to a run (external senders; authenticated by the signal type's auth)",
   description: [
-    "The body is the payload, verified over the exact bytes received (signature headers per the signal type's `auth`; a management token is also accepted) and checked against the signal type's schema. Every answer names its `outcome`: `received` or `buffered` (202), `duplicate` (200, same idempotency key and payload), or a rejection as `application/problem+json`. Accepted signals get the run's next `sequence`, gapless from 1. A signal addressed to a continued run (POST /runs/{run}/continue) is applied to the newest run of its chain, under that run's lock; `run_id` in the answer names the run it was applied to (always present), and an idempotency key counts across the runs of the chain on the way.",
-    "With `wait_s`, a `received` answer is held until the resume callback of the wait it resolved is delivered: then 200 with the callback's `reply` (its JSON answer, or null when it had none). A `buffered` one is held until a wait takes it and that wait's callback is delivered. If `wait_s` passes first, the answer is as without it (202) with `reply_pending: true` (read the reply later with `GET /signals/{id}`). When no reply will come, it answers at once with `reply_pending: false`: the wait has no `callback_url` (`delivery_status: none`) or its delivery failed (`failed`). A `duplicate` is held as its original was and stays 200. Rejections answer at once. `POST /signals/batch` takes no `wait_s`.",
+    "The body is the payload, verified over the exact bytes received (signature headers per the signal type's `auth`; a management token is also accepted) and checked against the signal type's schema. Every answer names its `outcome`: `received`, `buffered` or `started` (202; `started`: the type declares `start` and the run was never seen, so a `run.start` event goes to its start URL), `duplicate` (200, same idempotency key and payload), or a rejection as `application/problem+json`. Accepted signals get the run's next `sequence`, gapless from 1. A signal addressed to a continued run (POST /runs/{run}/continue) is applied to the newest run of its chain, under that run's lock; `run_id` in the answer names the run it was applied to (always present), and an idempotency key counts across the runs of the chain on the way.",
+    "With `wait_s`, a `received` answer is held until the resume callback of the wait it resolved is delivered: then 200 with the callback's `reply` (its JSON answer, or null when it had none). A `buffered` or `started` one is held until a wait takes it and that wait's callback is delivered. If `wait_s` passes first, the answer is as without it (202) with `reply_pending: true` (read the reply later with `GET /signals/{id}`). When no reply will come, it answers at once with `reply_pending: false`: the wait has no `callback_url` (`delivery_status: none`) or its delivery failed (`failed`). A `duplicate` is held as its original was and stays 200. Rejections answer at once. `POST /signals/batch` takes no `wait_s`.",
   ].join("\n\n"),
   tags: ["Signals"],
   security: [{}, { bearerAuth: [] }],
@@ -161,7 +164,7 @@ const intake = createRoute({
     body: { content: { "application/json": { schema: z.unknown().openapi({ description: "The payload: any JSON, checked against the signal type's schema" }), example: { approved: true, response: "approve" } } }, required: true },
   },
   responses: {
-    202: json(AcceptedSchema, "received (the open wait is resolved) or buffered; with `wait_s`, no reply yet (`reply_pending: true`) or none to come (`reply_pending: false`)"),
+    202: json(AcceptedSchema, "received (the open wait is resolved), buffered, or started (a run.start event is sent); with `wait_s`, no reply yet (`reply_pending: true`) or none to come (`reply_pending: false`)"),
     200: json(AcceptedSchema, "duplicate: the same idempotency key and payload as an earlier signal; or, with `wait_s`, the resume callback was delivered: its `reply`"),
     400: problem("invalid_json (with `outcome`), or a malformed run id, signal name or `wait_s` (with `validation_errors`)"),
     401: intakeProblem("rejected_unauthenticated"),
@@ -268,7 +271,7 @@ const redrive = createRoute({
   },
   responses: {
     200: json(z.union([RedrivenSchema, RedriveResultSchema]), "With `filter`: the counts (`RedriveResult`). With `signal_id`: a `duplicate` answer (`SignalRedriven`)"),
-    202: json(RedrivenSchema, "With `signal_id`: the new attempt was received or buffered"),
+    202: json(RedrivenSchema, "With `signal_id`: the new attempt was received, buffered or started"),
     400: problems[400],
     401: problems[401],
     404: problem("No signal with that id (a `Problem`), or the new attempt was `rejected_unknown_signal`: its signal type is gone (an `IntakeProblem`)", z.union([ProblemSchema, IntakeProblemSchema])),

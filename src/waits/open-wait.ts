@@ -1,4 +1,4 @@
-import { and, asc, eq, getTableColumns, gt, isNull, sql } from "drizzle-orm";
+import { and, asc, eq, getTableColumns, gt, isNull, or, sql } from "drizzle-orm";
 import { pgCode, withTransaction } from "../db/transaction.ts";
 import type { Deps } from "../deps.ts";
 import { BadRequestError, ConflictError, NotFoundError } from "../core/errors.ts";
@@ -205,8 +205,17 @@ async function consumeBufferedSignal(tx: Tx, runId: string, signal: string, wait
   const [buffered] = await tx
     .select({ id: signals.id })
     .from(signals)
-    .where(and(eq(signals.runId, runId), eq(signals.signal, signal), eq(signals.outcome, "buffered"), isNull(signals.waitId), gt(signals.bufferExpiresAt, sql`now()`)))
-    .orderBy(asc(signals.receivedAt), asc(signals.sequence))
+    // A started signal (signal-with-start) and those kept behind it have no TTL (as open_wait.sql).
+    .where(
+      and(
+        eq(signals.runId, runId),
+        eq(signals.signal, signal),
+        sql`${signals.outcome} in ('buffered', 'started')`, // literal: the partial index signals_kept_open matches it
+        isNull(signals.waitId),
+        or(isNull(signals.bufferExpiresAt), gt(signals.bufferExpiresAt, sql`now()`)),
+      ),
+    )
+    .orderBy(asc(signals.sequence)) // the order the run's lock accepted them in (as open_wait.sql)
     .limit(1)
     .for("update"); // the retention job skips locked rows: it neither marks this one expired nor deletes it meanwhile
   if (!buffered) return false;

@@ -2,6 +2,7 @@ import type { TaskList } from "graphile-worker";
 import { z } from "zod";
 import type { Deps } from "../deps.ts";
 import { DeliveryEngine } from "../delivery/delivery-engine.ts";
+import { deliverStart } from "../delivery/deliver-start.ts";
 import { releaseDeadPools, scheduleSweep } from "../jobs/worker-pools.ts";
 import { purgeExpiredReceipts } from "../signals/signals.queries.ts";
 import { deliverNotification } from "../notifications/deliver-notification.ts";
@@ -21,7 +22,7 @@ export interface TaskDeps extends Deps {
 }
 
 /**
- * The outbound HTTP jobs (callbacks, notifications, sensor polls): they run in a runner of their
+ * The outbound HTTP jobs (callbacks, notifications, run starts, sensor polls): they run in a runner of their
  * own, so an endpoint that hangs never holds a slot a timeout or a timer needs, and all go
  * through the delivery engine's endpoint gate, so one never holds a delivery slot for long either.
  */
@@ -32,6 +33,9 @@ export function deliveryTaskList(deps: TaskDeps, engine: DeliveryEngine): TaskLi
     },
     deliver_notification: async function deliverNotificationTask(payload, helpers) {
       await deliverNotification(deps, ById.parse(payload).id, helpers.abortSignal, engine);
+    },
+    deliver_start: async function deliverStartTask(payload, helpers) {
+      await deliverStart(deps, ById.parse(payload).id, helpers.abortSignal, engine);
     },
     poll_sensor: async function pollSensorTask(payload, helpers) {
       await pollSensor(deps, ById.parse(payload).id, helpers.abortSignal, engine);

@@ -154,6 +154,7 @@ describe("GET /deliveries: failing deliveries across waits", () => {
     expect(items).toHaveLength(3);
     for (const d of items) {
       expect(d).toEqual({
+        kind: "callback",
         wait_id: expect.any(String),
         run_id: expect.stringMatching(/^failing-down-/),
         signal: "approval",

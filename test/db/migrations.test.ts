@@ -32,6 +32,7 @@ const COMMITTED: Record<string, string> = {
   "0015_redrive.sql": "b18ee2d30a41573ab7209b3770289cabbf6d2b04cb7359238ded61e1d96f69a3",
   "0016_continue.sql": "1fb6d4c9ed386eff91b1dd5b08c0e98affe89ccc36043f58deda7881bd3b4146",
   "0017_replies.sql": "ebdc26d6ce8be19d0d38d9a3c88e02a21e77cf260e692f0f68069852d3e787b7",
+  "0018_signal_start.sql": "a824084af64f8065220b7c02b3e7d78ce8ecc75e26877ce9187a47cfdee98c83",
 };
 
 /**

@@ -48,7 +48,7 @@ export async function startCallbackReceiver(respond: (n: number, cb: ReceivedCal
     /** Resolves once `n` callbacks have arrived (rejects after `timeoutMs`). */
     waitFor: (n: number, timeoutMs = 10_000): Promise<ReceivedCallback[]> =>
       waitFor(`${n} callbacks`, () => received, { until: (cbs) => cbs.length >= n, timeoutMs, intervalMs: 5 }).catch(() => {
-        throw new Error(`expected ${n} callbacks, got ${received.length}: ${received.map((cb) => `${cb.json.type} ${cb.json.wait.id}`).join(", ")}`);
+        throw new Error(`expected ${n} callbacks, got ${received.length}: ${received.map((cb) => `${cb.json.type} ${cb.json.wait?.id ?? cb.body.slice(0, 80)}`).join(", ")}`);
       }),
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };

@@ -185,7 +185,7 @@ describe("what is purged", () => {
     const before = await rowsOf(run);
     const report = await purge(0);
     expect(await rowsOf(run)).toEqual(before);
-    expect({ ...report.totals, expired: 0 }).toEqual({ waits: 0, events: 0, signals: 0, notifications: 0, votes: 0, deliveryAttempts: 0, linkUses: 0, looseSignals: 0, looseEvents: 0, expired: 0, rejectedOverCap: 0 });
+    expect({ ...report.totals, expired: 0 }).toEqual({ waits: 0, events: 0, signals: 0, notifications: 0, votes: 0, deliveryAttempts: 0, linkUses: 0, looseSignals: 0, looseEvents: 0, expired: 0, runStarts: 0, rejectedOverCap: 0 });
   });
 });
 

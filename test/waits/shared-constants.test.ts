@@ -18,7 +18,7 @@ const one = async <T>(query: Promise<Array<{ v: T }>>): Promise<T> => (await que
 describe("constants SQL and TypeScript share", () => {
   it("job keys: the same key for every task that has one", async () => {
     const id = "wt_0123456789abcdefghjkmnpqrs";
-    const tasks = { expire_wait: jobKeys.expire, deliver_callback: jobKeys.deliver, fire_timer: jobKeys.timer, poll_sensor: jobKeys.sensor, deliver_notification: jobKeys.notify };
+    const tasks = { expire_wait: jobKeys.expire, deliver_callback: jobKeys.deliver, fire_timer: jobKeys.timer, poll_sensor: jobKeys.sensor, deliver_notification: jobKeys.notify, deliver_start: jobKeys.start };
     for (const [task, key] of Object.entries(tasks)) expect(await one(testSql()<{ v: string }[]>`select signalbox.job_key(${task}, ${id}) as v`), task).toBe(key(id));
     expect(await one(testSql()<{ v: string | null }[]>`select signalbox.job_key('sweep', ${id}) as v`)).toBeNull();
   });

@@ -9,6 +9,8 @@ import type {
   CheckpointAnswer,
   CreateApprovalLinks,
   DeliveryAttemptList,
+  RunStart,
+  StartDeliveryAttemptList,
   FailingDeliveryList,
   FindWaitsQuery,
   ListDeliveriesQuery,
@@ -205,12 +207,20 @@ export function createClient(options: ClientOptions) {
     events: (runId: string, query: { after?: string; limit?: number } = {}, o: CallOptions = {}): Promise<RunEventList> =>
       // The operation also answers text/event-stream (a string, to the types); without that Accept it answers JSON.
       call(() => api.GET("/runs/{run}/events", { params: { ...run(runId), query }, signal: o.signal }), o.signal) as Promise<RunEventList>,
+    /** Signal-with-start: the run's `run.start` event and its delivery (404 when no signal started the run). */
+    start: (runId: string, o: CallOptions = {}): Promise<RunStart> => call(() => api.GET("/runs/{run}/start", { params: run(runId), signal: o.signal }), o.signal),
+    /** Every recorded attempt to deliver the run's `run.start` event. */
+    startDeliveries: (runId: string, query: { limit?: number; cursor?: string } = {}, o: CallOptions = {}): Promise<StartDeliveryAttemptList> =>
+      call(() => api.GET("/runs/{run}/start/deliveries", { params: { ...run(runId), query }, signal: o.signal }), o.signal),
+    /** Sends the run's `run.start` event again (a new round of attempts, the same webhook-id). */
+    redeliverStart: (runId: string, o: CallOptions = {}): Promise<RunStart> =>
+      call(() => api.POST("/runs/{run}/start/redeliver", { params: run(runId), signal: o.signal }), o.signal),
     /** The run's history, then its new events as they happen (SSE, reconnecting where it left off). */
     follow: (runId: string, o: FollowOptions = {}): AsyncGenerator<RunEvent> => followRunEvents(api, baseUrl, runId, o),
   };
 
   const deliveries = {
-    /** Callbacks failing now (`failed`, or `pending` a retry) across waits. */
+    /** Callbacks and run starts failing now (`failed`, or `pending` a retry) across waits (`kind` tells them apart). */
     list: (query: ListDeliveriesQuery = {}, o: CallOptions = {}): Promise<FailingDeliveryList> =>
       call(() => api.GET("/deliveries", { params: { query }, signal: o.signal }), o.signal),
   };

@@ -31,6 +31,8 @@ export type RunEventList = Schemas["RunEventList"];
 export type CheckpointAnswer = Schemas["CheckpointAnswer"];
 export type DeliveryAttemptList = Schemas["DeliveryAttemptList"];
 export type FailingDeliveryList = Schemas["FailingDeliveryList"];
+export type RunStart = Schemas["RunStart"];
+export type StartDeliveryAttemptList = Schemas["StartDeliveryAttemptList"];
 export type ApprovalLinks = Schemas["ApprovalLinks"];
 export type CreateApprovalLinks = Schemas["CreateApprovalLinks"];
 export type ProblemBody = Schemas["Problem"];
@@ -67,5 +69,12 @@ export interface NotificationEvent {
   wait: Wait;
 }
 
+/**
+ * Signal-with-start: POSTed to a signal type's `start.url` when a signal of that type comes for a
+ * run signalbox has never seen (its outcome was `started`). Start the run: its first wait of that
+ * signal's name receives this signal at once. `id` is the `webhook-id`, the same on every retry.
+ */
+export type RunStartEvent = Schemas["RunStartEvent"];
+
 /** Whatever signalbox signs and POSTs to an engine. Switch on `type`. */
-export type SignalboxEvent = ResumeEvent | NotificationEvent;
+export type SignalboxEvent = ResumeEvent | NotificationEvent | RunStartEvent;

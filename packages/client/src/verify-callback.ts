@@ -1,5 +1,5 @@
-// Standard Webhooks v1 verification of what signalbox POSTs to an engine (resume callbacks and
-// notifications): HMAC-SHA256 over `${webhook-id}.${webhook-timestamp}.${raw body}`, keyed with
+// Standard Webhooks v1 verification of what signalbox POSTs to an engine (resume callbacks,
+// notifications and run.start events): HMAC-SHA256 over `${webhook-id}.${webhook-timestamp}.${raw body}`, keyed with
 // the base64 after `whsec_` of SIGNALBOX_CALLBACK_SECRET, sent as `v1,<base64>` in
 // webhook-signature. WebCrypto only, so it runs wherever fetch does (Node, Bun, Deno, workers).
 import type { SignalboxEvent } from "./types.ts";
@@ -22,7 +22,7 @@ export class CallbackVerificationError extends Error {
 }
 
 const SECRET_PREFIX = "whsec_";
-const EVENT_TYPES = new Set(["signal.received", "signal.timeout", "signal.cancelled", "signal.waiting", "signal.reminder"]);
+const EVENT_TYPES = new Set(["signal.received", "signal.timeout", "signal.cancelled", "signal.waiting", "signal.reminder", "run.start"]);
 /** webhook-id: printable ASCII with no space, comma or dot (a merged duplicate header has a comma; the dot separates the signed parts). */
 const ID_RE = /^[\x21-\x2b\x2d\x2f-\x7e]{1,256}$/;
 /** Unix seconds, digits only: "1700000000abc" is not a timestamp. */
@@ -118,13 +118,19 @@ function parseEvent(body: Uint8Array, id: string): SignalboxEvent {
   } catch {
     throw new CallbackVerificationError("the body is not UTF-8 JSON");
   }
-  const e = event as Partial<SignalboxEvent> | null;
-  if (e === null || typeof e !== "object" || typeof e.id !== "string" || !EVENT_TYPES.has(String(e.type)) || typeof e.wait !== "object" || e.wait === null) {
+  const e = event as Partial<{ id: unknown; type: unknown; wait: unknown; run_id: unknown; signal: unknown }> | null;
+  if (e === null || typeof e !== "object" || typeof e.id !== "string" || !EVENT_TYPES.has(String(e.type)) || !carriesItsSubject(e)) {
     throw new CallbackVerificationError("the body is not a signalbox event");
   }
   // Signed together, so they agree; checked anyway so that deduplicating on either is the same.
   if (e.id !== id) throw new CallbackVerificationError("webhook-id does not match the event id");
   return event as SignalboxEvent;
+}
+
+/** A run.start names its run and signal; every other event carries its wait. */
+function carriesItsSubject(e: { type?: unknown; wait?: unknown; run_id?: unknown; signal?: unknown }): boolean {
+  if (e.type === "run.start") return typeof e.run_id === "string" && typeof e.signal === "object" && e.signal !== null;
+  return typeof e.wait === "object" && e.wait !== null;
 }
 
 function toBytes(body: RawBody): Uint8Array {

@@ -222,6 +222,30 @@ describe("signalbox deliveries ls and redeliver", () => {
   });
 });
 
+describe("signalbox deliveries ls and redeliver --start (signal-with-start)", () => {
+  it("lists a failed run.start as a start, redelivers it by run id, and it is delivered", async () => {
+    let accept = false;
+    const engine = await startCallbackReceiver(() => (accept ? 204 : 503));
+    try {
+      await client.signalTypes.put("order-placed", { auth: { scheme: "none" }, start: { url: engine.url } });
+      expect(await client.signals.send("shop-1", "order-placed", { total: 3 })).toMatchObject({ outcome: "started", sequence: 1 });
+      await waitFor("the start to fail", () => client.runs.start("shop-1"), { until: (s) => s.delivery.status === "failed" });
+
+      const listed = await cli(["deliveries", "ls", "--failed"]);
+      expect(listed.stderr).toBe("");
+      expect(listed.stdout).toMatch(/\nstart +shop-1 +order-placed +failed +1 +.* +127\.0\.0\.1:\d+ +HTTP 503\n/);
+      accept = true;
+      const redelivered = await cli(["redeliver", "--start", "shop-1"]);
+      expect(redelivered).toMatchObject({ code: 0, stdout: expect.stringMatching(/^shop-1: run\.start to 127\.0\.0\.1:\d+ queued \(delivery pending, 1 attempts so far\)\n$/) });
+      await waitFor("the redelivery", () => client.runs.start("shop-1"), { until: (s) => s.delivery.status === "delivered" });
+      expect((await client.runs.startDeliveries("shop-1")).items.map((a) => a.outcome)).toEqual(["failed", "delivered"]);
+      expect(await cli(["redeliver", "--start", "no-such-run"])).toMatchObject({ code: 1, stderr: expect.stringMatching(/^error: 404 /) });
+    } finally {
+      await engine.close();
+    }
+  });
+});
+
 describe("signalbox redrive", () => {
   it("sends one dead letter again (the SDK's signals.redrive), then refuses it a second time; by filter it prints counts", async () => {
     await client.signalTypes.put("late-cli", { auth: { scheme: "none" } });

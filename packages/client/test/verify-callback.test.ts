@@ -50,6 +50,18 @@ describe("verifyCallback", () => {
     await expect(verifyCallback(foreign, body, SECRET, { now })).resolves.toEqual(event);
   });
 
+  it("accepts a run.start event (signal-with-start), which names its run and signal instead of a wait", async () => {
+    const start = { id: "ev_43", type: "run.start", occurred_at: "2026-11-24T09:59:59.000Z", run_id: "order-18", signal: { id: "sg_2", name: "order-placed", payload: { total: 12 } } };
+    const text = JSON.stringify(start);
+    const got = await verifyCallback(signed({ id: start.id, payload: text }), text, SECRET, { now });
+    expect(got).toEqual(start);
+    if (got.type === "run.start") expect(got.signal.payload).toEqual({ total: 12 });
+    const noRun = JSON.stringify({ ...start, run_id: undefined });
+    expect(await rejection(verifyCallback(signed({ id: start.id, payload: noRun }), noRun, SECRET, { now }))).toBe("the body is not a signalbox event");
+    const noSignal = JSON.stringify({ ...start, signal: null });
+    expect(await rejection(verifyCallback(signed({ id: start.id, payload: noSignal }), noSignal, SECRET, { now }))).toBe("the body is not a signalbox event");
+  });
+
   it("finds the headers whatever their case (node lowercases them, others may not)", async () => {
     const h = signed();
     const mixed = { "Webhook-Id": h["webhook-id"], "WEBHOOK-TIMESTAMP": h["webhook-timestamp"], "Webhook-Signature": h["webhook-signature"] };

@@ -1,6 +1,6 @@
 import { html } from "hono/html";
 import type { Deps } from "../../deps.ts";
-import { findFailingDeliveries, listWaitDeliveries, toAttemptResource, toFailingDeliveryResource } from "../../delivery/list-deliveries.ts";
+import { findFailingDeliveries, listStartDeliveries, listWaitDeliveries, toAttemptResource, toFailingDeliveryResource } from "../../delivery/list-deliveries.ts";
 import { CONSOLE, csrfField, duration, notice, page, runLink, scrollTable, when, type Html, type PageFrame } from "../layout.ts";
 import { REDELIVER_ALL_CAP, type DeliveryFilter } from "../redeliver-matching.ts";
 
@@ -12,7 +12,7 @@ const STATUSES = ["failed", "pending"] as const;
 const HOST = /^[A-Za-z0-9._~:[\]-]{1,300}$/;
 
 type Delivery = ReturnType<typeof toFailingDeliveryResource>;
-type Attempt = ReturnType<typeof toAttemptResource>;
+type Attempt = Pick<ReturnType<typeof toAttemptResource>, "attempt" | "started_at" | "status_code" | "error" | "duration_ms" | "outcome">;
 
 export interface DeliveriesQuery extends DeliveryFilter {
   cursor?: string;
@@ -57,9 +57,11 @@ export async function deliveriesPage(deps: Pick<Deps, "db">, params: URLSearchPa
   const f = { ...frame, title: "Deliveries", section: "deliveries" as const };
   if (problems.length > 0) return { status: 400, body: page(f, html`<h1>Deliveries</h1>${problems.map((p) => notice("error", p))}${filterForm(query)}`) };
   const found = await findFailingDeliveries(deps, { status: query.status, callbackHost: query.callbackHost, limit: PAGE_SIZE, ...(query.cursor ? { cursor: query.cursor } : {}) });
-  const attempts = await Promise.all(found.items.map((d) => listWaitDeliveries(deps, d.wait_id, { limit: ATTEMPTS_SHOWN })));
+  const attempts = await Promise.all(
+    found.items.map((d) => (d.wait_id === null ? listStartDeliveries(deps, d.run_id, { limit: ATTEMPTS_SHOWN }) : listWaitDeliveries(deps, d.wait_id, { limit: ATTEMPTS_SHOWN }))),
+  );
   const body = html`<h1>Deliveries</h1>
-<p class="sub">Resume callbacks failing now: <strong>failed</strong> (given up) and <strong>pending</strong> (a retry is due after a failed attempt), oldest last attempt first.</p>
+<p class="sub">Resume callbacks and run starts (<code>run.start</code> events of signal-with-start) failing now: <strong>failed</strong> (given up) and <strong>pending</strong> (a retry is due after a failed attempt), oldest last attempt first.</p>
 ${doneNotice(params)}
 ${filterForm(query)}
 ${found.items.length === 0
@@ -74,19 +76,22 @@ ${found.next_cursor ? html`<p><a href="${deliveriesUrl(query, { cursor: found.ne
 }
 
 function deliveryCard(d: Delivery, attempts: { items: Attempt[]; next_cursor: string | null }, q: DeliveryFilter, csrf: string): Html {
-  const heading = `d-${d.wait_id}`;
+  // A run start has no wait: it is named by its run (one start per run).
+  const subject = d.wait_id ?? `start of ${d.run_id}`;
+  const heading = d.wait_id === null ? `d-start-${d.run_id}` : `d-${d.wait_id}`;
+  const action = d.wait_id === null ? `${CONSOLE}/deliveries/starts/${encodeURIComponent(d.run_id)}/redeliver` : `${CONSOLE}/deliveries/${d.wait_id}/redeliver`;
   return html`<article class="card" aria-labelledby="${heading}">
-<h2 id="${heading}"><span class="status status-${d.status}">${d.status}</span> ${d.signal} <span class="sub">for run</span> ${runLink(d.run_id)}</h2>
+<h2 id="${heading}"><span class="status status-${d.status}">${d.status}</span> ${d.wait_id === null ? "run.start: " : ""}${d.signal} <span class="sub">for run</span> ${runLink(d.run_id)}</h2>
 <dl class="facts">
-<dt>Wait</dt><dd class="mono">${d.wait_id}</dd>
+${d.wait_id === null ? html`<dt>Kind</dt><dd>run start (signal-with-start)</dd>` : html`<dt>Wait</dt><dd class="mono">${d.wait_id}</dd>`}
 <dt>Callback host</dt><dd class="mono">${d.callback_host}</dd>
 <dt>Last attempt</dt><dd>${when(d.last_attempt_at)}: ${d.last_error ?? (d.last_status_code === null ? "no answer" : `HTTP ${d.last_status_code}`)}</dd>
 <dt>Attempts</dt><dd>${d.attempts}</dd>
 </dl>
 <details><summary>Each attempt${attempts.next_cursor ? ` (first ${ATTEMPTS_SHOWN})` : ""}</summary>
-${scrollTable(`Attempts to deliver ${d.wait_id}`, attemptsTable(attempts.items))}
+${scrollTable(`Attempts to deliver ${subject}`, attemptsTable(attempts.items))}
 </details>
-<form method="post" action="${CONSOLE}/deliveries/${d.wait_id}/redeliver">
+<form method="post" action="${action}">
 ${csrfField(csrf)}${q.status ? html`<input type="hidden" name="status" value="${q.status}">` : ""}${q.callbackHost ? html`<input type="hidden" name="host" value="${q.callbackHost}">` : ""}
 <button type="submit" aria-label="Redeliver ${d.signal} for run ${d.run_id}">Redeliver</button>
 </form>

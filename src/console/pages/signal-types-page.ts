@@ -40,6 +40,7 @@ ${t.description ? html`<p>${t.description}</p>` : ""}
 ${t.auth.run_pointer ? html`<dt>Run pointer</dt><dd><code>${t.auth.run_pointer}</code></dd>` : ""}
 <dt>Buffering</dt><dd>${buffering(t)}</dd>
 <dt>Responses</dt><dd>${t.responses?.join(", ") ?? "—"}</dd>
+<dt>Starts runs</dt><dd>${t.start ? html`<span class="mono">${t.start.url}</span>: a signal for a run never seen is <strong>started</strong> (kept for the run's first wait) and a signed <code>run.start</code> event is sent there` : "no"}</dd>
 <dt>Notifications</dt><dd>${t.notify_url ?? "—"}${t.reminders_s.length > 0 ? html`; reminders ${t.reminders_s.join(", ")} s before the deadline` : ""}</dd>
 <dt>Updated</dt><dd>${when(t.updated_at)}</dd>
 </dl>

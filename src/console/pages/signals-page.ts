@@ -9,8 +9,8 @@ import { filterText, parseSignalAndRun, SIGNAL_ID } from "../query-values.ts";
 const PAGE_SIZE = 50;
 /** The outcome filter's value for every rejection at once: the dead letters. */
 export const DEAD_LETTERS = "rejected";
-/** Outcomes a record can show that are not rejections (accepted, or buffered and never taken). */
-const KEPT = new Set<RecordOutcome>(["received", "buffered", "expired", "duplicate"]);
+/** Outcomes a record can show that are not rejections (accepted, started, or buffered and never taken). */
+const KEPT = new Set<RecordOutcome>(["received", "buffered", "started", "expired", "duplicate"]);
 
 type SignalRecord = ReturnType<typeof toSignalResource>;
 
@@ -53,7 +53,7 @@ function redriveNotice(params: URLSearchParams): Html | string {
   const outcome = RECORD_OUTCOMES.find((o) => o === params.get("redriven"));
   const id = params.get("as") ?? "";
   if (!outcome || !SIGNAL_ID.test(id)) return "";
-  const accepted = outcome === "received" || outcome === "buffered" || outcome === "duplicate";
+  const accepted = outcome === "received" || outcome === "buffered" || outcome === "started" || outcome === "duplicate";
   return notice(accepted ? "ok" : "error", `Sent again: ${outcome} (${id}).${accepted ? "" : " It is a new dead letter, which can be redriven in turn."}`);
 }
 

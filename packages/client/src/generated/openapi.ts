@@ -201,6 +201,66 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/runs/{run}/start": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A run's start (signal-with-start) and its delivery
+         * @description Set when a signal of a type that declares `start` found the run never seen (outcome `started`): the `run.start` event POSTed to the type's start URL, and how its delivery stands. 404 for a run no signal started.
+         */
+        get: operations["getRunStart"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/runs/{run}/start/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Every attempt to deliver a run's `run.start` event, oldest first
+         * @description As `GET /waits/{id}/deliveries` for a callback: one item per recorded attempt; redeliveries add attempts (numbers go on).
+         */
+        get: operations["listRunStartDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/runs/{run}/start/redeliver": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a run's `run.start` event again
+         * @description As `POST /waits/{id}/redeliver` for a callback: allowed whatever the start's `delivery.status` (after it `failed` or was `delivered`, and while a retry is `pending`, which is then sent now). It starts a new round of up to `SIGNALBOX_DELIVERY_MAX_ATTEMPTS` attempts with the backoff from the start; the `webhook-id` stays the same and attempt numbers go on.
+         */
+        post: operations["redeliverRunStart"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/waits/{id}/deliveries": {
         parameters: {
             query?: never;
@@ -229,8 +289,8 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Resume callbacks failing now, across waits, by their last attempt's time
-         * @description Waits whose callback delivery's latest attempt did not deliver: `failed` (given up: `POST /waits/{id}/redeliver` sends it again) and `pending` (a retry, or a redelivery, is due). A pending delivery not yet attempted, or redelivered after it was delivered, is not listed (`GET /waits?delivery=pending` lists every pending one). Oldest last attempt first, keyset-paginated.
+         * Resume callbacks and run starts failing now, across waits, by their last attempt's time
+         * @description Waits whose callback delivery's latest attempt did not deliver: `failed` (given up: `POST /waits/{id}/redeliver` sends it again) and `pending` (a retry, or a redelivery, is due). Run starts (signal-with-start: `kind` `start`, `wait_id` null) are listed the same way (`POST /runs/{run}/start/redeliver`). A pending delivery not yet attempted, or redelivered after it was delivered, is not listed (`GET /waits?delivery=pending` lists every pending one). Oldest last attempt first, keyset-paginated.
          */
         get: operations["listFailingDeliveries"];
         put?: never;
@@ -354,9 +414,9 @@ export interface paths {
         put?: never;
         /**
          * Send a signal to a run (external senders; authenticated by the signal type's auth)
-         * @description The body is the payload, verified over the exact bytes received (signature headers per the signal type's `auth`; a management token is also accepted) and checked against the signal type's schema. Every answer names its `outcome`: `received` or `buffered` (202), `duplicate` (200, same idempotency key and payload), or a rejection as `application/problem+json`. Accepted signals get the run's next `sequence`, gapless from 1. A signal addressed to a continued run (POST /runs/{run}/continue) is applied to the newest run of its chain, under that run's lock; `run_id` in the answer names the run it was applied to (always present), and an idempotency key counts across the runs of the chain on the way.
+         * @description The body is the payload, verified over the exact bytes received (signature headers per the signal type's `auth`; a management token is also accepted) and checked against the signal type's schema. Every answer names its `outcome`: `received`, `buffered` or `started` (202; `started`: the type declares `start` and the run was never seen, so a `run.start` event goes to its start URL), `duplicate` (200, same idempotency key and payload), or a rejection as `application/problem+json`. Accepted signals get the run's next `sequence`, gapless from 1. A signal addressed to a continued run (POST /runs/{run}/continue) is applied to the newest run of its chain, under that run's lock; `run_id` in the answer names the run it was applied to (always present), and an idempotency key counts across the runs of the chain on the way.
          *
-         *     With `wait_s`, a `received` answer is held until the resume callback of the wait it resolved is delivered: then 200 with the callback's `reply` (its JSON answer, or null when it had none). A `buffered` one is held until a wait takes it and that wait's callback is delivered. If `wait_s` passes first, the answer is as without it (202) with `reply_pending: true` (read the reply later with `GET /signals/{id}`). When no reply will come, it answers at once with `reply_pending: false`: the wait has no `callback_url` (`delivery_status: none`) or its delivery failed (`failed`). A `duplicate` is held as its original was and stays 200. Rejections answer at once. `POST /signals/batch` takes no `wait_s`.
+         *     With `wait_s`, a `received` answer is held until the resume callback of the wait it resolved is delivered: then 200 with the callback's `reply` (its JSON answer, or null when it had none). A `buffered` or `started` one is held until a wait takes it and that wait's callback is delivered. If `wait_s` passes first, the answer is as without it (202) with `reply_pending: true` (read the reply later with `GET /signals/{id}`). When no reply will come, it answers at once with `reply_pending: false`: the wait has no `callback_url` (`delivery_status: none`) or its delivery failed (`failed`). A `duplicate` is held as its original was and stays 200. Rejections answer at once. `POST /signals/batch` takes no `wait_s`.
          */
         post: operations["sendSignal"];
         delete?: never;
@@ -559,9 +619,57 @@ export interface paths {
         trace?: never;
     };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    "/run.start": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Start a run: a signal came for a run signalbox has never seen
+         * @description POSTed to a signal type's `start.url` when a signal of that type finds a run never seen (outcome `started`). Signed per Standard Webhooks with `SIGNALBOX_CALLBACK_SECRET` (`webhook-id`, `webhook-timestamp`, `webhook-signature`), retried like resume callbacks, at least once. Start the run; its first wait of the signal's name receives this signal at once.
+         */
+        post: operations["runStartEvent"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: {
+        RunStartEvent: {
+            /**
+             * @description The event id: also the `webhook-id` header, the same on every attempt (deduplicate on it)
+             * @example ev_17
+             */
+            id: string;
+            /** @enum {string} */
+            type: "run.start";
+            /** Format: date-time */
+            occurred_at: string;
+            /** @example order-17 */
+            run_id: string;
+            /** @description The `started` signal: the run's first wait of this name receives it at once */
+            signal: {
+                /** @example sg_01jb2m3k4n5p6q7r8s9t0v1w2x3y */
+                id: string;
+                /** @example order-placed */
+                name: string;
+                /**
+                 * @description The signal's payload, as sent
+                 * @example {
+                 *       "order_id": "o-17"
+                 *     }
+                 */
+                payload?: unknown;
+            };
+        };
         /**
          * @example {
          *       "status": "ok",
@@ -618,6 +726,10 @@ export interface components {
             responses: string[] | null;
             notify_url: string | null;
             reminders_s: number[];
+            /** @description Signal-with-start: where a `run.start` event goes when a signal of this type finds a run never seen; null: no start */
+            start: {
+                url: string;
+            } | null;
             /** Format: date-time */
             created_at: string;
             /** Format: date-time */
@@ -676,6 +788,7 @@ export interface components {
              *     ]
              */
             reminders_s?: number[];
+            start?: components["schemas"]["SignalTypeStart"];
         };
         /**
          * @example {
@@ -703,6 +816,14 @@ export interface components {
             /** @description github, shopify, hmac-sha256: their signature covers the body only, so a captured delivery verifies for any run. Such a type names `run_pointer`, or sets this to true to accept that. */
             replay_across_runs?: boolean;
         };
+        /** @description Signal-with-start: a signal of this type for a run signalbox has never seen (no wait ever opened, no signal ever accepted) is `started`: kept for the run's first wait of that name, and a Standard Webhooks-signed `run.start` event is POSTed to `url` */
+        SignalTypeStart: {
+            /**
+             * @description The engine endpoint that starts runs
+             * @example http://engine:9000/start
+             */
+            url: string;
+        } | null;
         SignalTypeList: {
             items: components["schemas"]["SignalType"][];
             next_cursor: string | null;
@@ -882,6 +1003,90 @@ export interface components {
             items: components["schemas"]["Wait"][];
             next_cursor: string | null;
         };
+        /** @description Signal-with-start: the run's one `run.start` event and its delivery to the signal type's start URL */
+        RunStart: {
+            /** @example order-17 */
+            run_id: string;
+            /**
+             * @description The `started` signal
+             * @example sg_01jb2m3k4n5p6q7r8s9t0v1w2x3y
+             */
+            signal_id: string;
+            /** @example order-placed */
+            signal: string;
+            /**
+             * @description The start URL's host[:port] (never its credentials, path or query)
+             * @example engine.internal:9000
+             */
+            callback_host: string;
+            /**
+             * @description The `run.start` event's id (the run's `run.started` history event): the `webhook-id` of every attempt
+             * @example ev_17
+             */
+            webhook_id: string;
+            /** Format: date-time */
+            occurred_at: string;
+            delivery: {
+                /** @enum {string} */
+                status: "pending" | "delivered" | "failed";
+                /**
+                 * @description Attempts recorded, redeliveries included
+                 * @example 1
+                 */
+                attempts: number;
+                last_error: string | null;
+            };
+        };
+        StartDeliveryAttemptList: {
+            items: components["schemas"]["StartDeliveryAttempt"][];
+            next_cursor: string | null;
+        };
+        StartDeliveryAttempt: {
+            /** @example dl_42 */
+            id: string;
+            /**
+             * @description 1, 2, 3... for the wait; a redelivery's attempts go on numbering
+             * @example 1
+             */
+            attempt: number;
+            /**
+             * @description The `webhook-id` the callback carried (its event id: the same on every attempt)
+             * @example ev_17
+             */
+            webhook_id: string;
+            /** Format: date-time */
+            started_at: string;
+            /**
+             * @description From sending the request to the answer's status line, or to the error
+             * @example 12
+             */
+            duration_ms: number;
+            /**
+             * @description The endpoint's HTTP status; null when no answer came (refused, reset, no answer within 10 s)
+             * @example 503
+             */
+            status_code: number | null;
+            /**
+             * @description Why the attempt did not deliver; null when it did
+             * @example HTTP 503
+             */
+            error: string | null;
+            /**
+             * @description What the attempt made of the delivery: `delivered` (2xx), `retry` (408, 429, 5xx or no answer: another attempt is due), `failed` (another 4xx, or the round's last attempt: the delivery gave up)
+             * @enum {string}
+             */
+            outcome: "delivered" | "retry" | "failed";
+            /**
+             * @description The callback URL's host[:port] (never its credentials, path or query)
+             * @example engine.internal:9000
+             */
+            callback_host: string;
+            /**
+             * @description The run whose `run.start` event the attempt carried
+             * @example order-17
+             */
+            run_id: string;
+        };
         DeliveryAttemptList: {
             items: components["schemas"]["DeliveryAttempt"][];
             next_cursor: string | null;
@@ -934,21 +1139,29 @@ export interface components {
             next_cursor: string | null;
         };
         FailingDelivery: {
-            /** @example wt_01jb2m3k4n5p6q7r8s9t0v1w2x3y */
-            wait_id: string;
+            /**
+             * @description `callback`: a wait's resume callback (`POST /waits/{id}/redeliver`); `start`: a run's `run.start` event (`POST /runs/{run}/start/redeliver`)
+             * @enum {string}
+             */
+            kind: "callback" | "start";
+            /**
+             * @description The wait whose callback it is; null for a `start`
+             * @example wt_01jb2m3k4n5p6q7r8s9t0v1w2x3y
+             */
+            wait_id: string | null;
             /** @example order-17 */
             run_id: string;
             /** @example manager-approval */
             signal: string;
             /**
-             * @description The wait's `delivery.status`
+             * @description The wait's (or the run start's) `delivery.status`
              * @enum {string}
              */
             status: "pending" | "failed";
             /** @example engine.internal:9000 */
             callback_host: string;
             /**
-             * @description Attempts recorded for the wait, redeliveries included
+             * @description Attempts recorded for the wait (or the run start), redeliveries included
              * @example 3
              */
             attempts: number;
@@ -965,10 +1178,10 @@ export interface components {
             signal: string;
             sequence: number | null;
             /**
-             * @description The intake outcome, or `expired`: a buffered signal whose `buffer_ttl_s` passed before any wait consumed it (it keeps its `sequence`; no wait will take it)
+             * @description The intake outcome, or `expired`: a buffered signal whose `buffer_ttl_s` passed before any wait consumed it (it keeps its `sequence`; no wait will take it). A `started` signal stays `started` once a wait consumes it (`wait_id` is then set)
              * @enum {string}
              */
-            outcome: "received" | "buffered" | "duplicate" | "rejected_idempotency_conflict" | "rejected_unauthenticated" | "rejected_unknown_signal" | "rejected_not_waiting" | "rejected_not_active" | "rejected_invalid_payload" | "payload_too_large" | "invalid_json" | "expired";
+            outcome: "received" | "buffered" | "started" | "duplicate" | "rejected_idempotency_conflict" | "rejected_unauthenticated" | "rejected_unknown_signal" | "rejected_not_waiting" | "rejected_not_active" | "rejected_invalid_payload" | "payload_too_large" | "invalid_json" | "expired";
             payload?: unknown;
             /** @description A rejected signal keeps its payload only up to 4,096 bytes: past that, `payload` is null and this is the size received */
             payload_bytes: number | null;
@@ -1004,7 +1217,7 @@ export interface components {
         };
         SignalBatchResult: {
             /** @enum {string} */
-            outcome: "received" | "buffered" | "duplicate" | "rejected_idempotency_conflict" | "rejected_unauthenticated" | "rejected_unknown_signal" | "rejected_not_waiting" | "rejected_not_active" | "rejected_invalid_payload" | "payload_too_large" | "invalid_json";
+            outcome: "received" | "buffered" | "started" | "duplicate" | "rejected_idempotency_conflict" | "rejected_unauthenticated" | "rejected_unknown_signal" | "rejected_not_waiting" | "rejected_not_active" | "rejected_invalid_payload" | "payload_too_large" | "invalid_json";
             status: number;
             signal_id?: string;
             sequence?: number;
@@ -1037,10 +1250,10 @@ export interface components {
             signal: string;
             sequence: number | null;
             /**
-             * @description The intake outcome, or `expired`: a buffered signal whose `buffer_ttl_s` passed before any wait consumed it (it keeps its `sequence`; no wait will take it)
+             * @description The intake outcome, or `expired`: a buffered signal whose `buffer_ttl_s` passed before any wait consumed it (it keeps its `sequence`; no wait will take it). A `started` signal stays `started` once a wait consumes it (`wait_id` is then set)
              * @enum {string}
              */
-            outcome: "received" | "buffered" | "duplicate" | "rejected_idempotency_conflict" | "rejected_unauthenticated" | "rejected_unknown_signal" | "rejected_not_waiting" | "rejected_not_active" | "rejected_invalid_payload" | "payload_too_large" | "invalid_json" | "expired";
+            outcome: "received" | "buffered" | "started" | "duplicate" | "rejected_idempotency_conflict" | "rejected_unauthenticated" | "rejected_unknown_signal" | "rejected_not_waiting" | "rejected_not_active" | "rejected_invalid_payload" | "payload_too_large" | "invalid_json" | "expired";
             payload?: unknown;
             /** @description A rejected signal keeps its payload only up to 4,096 bytes: past that, `payload` is null and this is the size received */
             payload_bytes: number | null;
@@ -1059,7 +1272,7 @@ export interface components {
         };
         SignalRedriven: {
             /** @enum {string} */
-            outcome: "received" | "buffered" | "duplicate";
+            outcome: "received" | "buffered" | "started" | "duplicate";
             /** @description The new record (for `duplicate`, the signal accepted earlier with the same idempotency key) */
             signal_id: string;
             sequence: number;
@@ -1073,7 +1286,7 @@ export interface components {
             /** @description Dead letters sent again */
             redriven: number;
             /**
-             * @description How many new attempts had each intake outcome (keys among: received, buffered, duplicate, rejected_idempotency_conflict, rejected_unauthenticated, rejected_unknown_signal, rejected_not_waiting, rejected_not_active, rejected_invalid_payload, payload_too_large, invalid_json)
+             * @description How many new attempts had each intake outcome (keys among: received, buffered, started, duplicate, rejected_idempotency_conflict, rejected_unauthenticated, rejected_unknown_signal, rejected_not_waiting, rejected_not_active, rejected_invalid_payload, payload_too_large, invalid_json)
              * @example {
              *       "received": 3,
              *       "rejected_not_waiting": 1
@@ -1118,7 +1331,7 @@ export interface components {
              * @example rejected_not_waiting
              * @enum {string}
              */
-            outcome: "received" | "buffered" | "duplicate" | "rejected_idempotency_conflict" | "rejected_unauthenticated" | "rejected_unknown_signal" | "rejected_not_waiting" | "rejected_not_active" | "rejected_invalid_payload" | "payload_too_large" | "invalid_json";
+            outcome: "received" | "buffered" | "started" | "duplicate" | "rejected_idempotency_conflict" | "rejected_unauthenticated" | "rejected_unknown_signal" | "rejected_not_waiting" | "rejected_not_active" | "rejected_invalid_payload" | "payload_too_large" | "invalid_json";
             /** @description Set when the rejected signal was recorded in the signal log */
             signal_id?: string;
             /** @description Set with `signal_id`: the run whose signal log holds the rejection. For rejected_not_waiting, rejected_not_active and rejected_idempotency_conflict (decided under the run's lock) the newest run of the chain when the run in the URL was continued; for the rejections decided before (invalid_json, rejected_unknown_signal, rejected_invalid_payload) the run in the URL */
@@ -1152,8 +1365,11 @@ export interface components {
             };
         };
         SignalAccepted: {
-            /** @enum {string} */
-            outcome: "received" | "buffered" | "duplicate";
+            /**
+             * @description `started`: signal-with-start (the signal type declares `start`) and the run was never seen: the signal is kept for the run's first wait of that name, and a `run.start` event is POSTed to the type's start URL
+             * @enum {string}
+             */
+            outcome: "received" | "buffered" | "started" | "duplicate";
             /** @example sg_01jb2m3k4n5p6q7r8s9t0v1w2x3y */
             signal_id: string;
             /** @example 1 */
@@ -1244,7 +1460,7 @@ export interface components {
             id: string;
             run_id: string;
             /** @enum {string} */
-            type: "signal.waiting" | "signal.received" | "signal.buffered" | "signal.timeout" | "signal.cancelled" | "signal.vote" | "run.pausing" | "run.paused" | "run.resumed" | "run.cancelling" | "run.cancelled" | "run.continued" | "run.continued_from";
+            type: "signal.waiting" | "signal.received" | "signal.buffered" | "signal.timeout" | "signal.cancelled" | "signal.vote" | "run.started" | "run.pausing" | "run.paused" | "run.resumed" | "run.cancelling" | "run.cancelled" | "run.continued" | "run.continued_from";
             wait_id: string | null;
             signal_id: string | null;
             data: {
@@ -2174,6 +2390,218 @@ export interface operations {
             };
         };
     };
+    getRunStart: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                run: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The run's start */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunStart"];
+                };
+            };
+            /** @description Malformed request: path, query or body */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such resource */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unexpected server error (the detail carries only the request id) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database is unavailable for now, or (long-polls, event streams) too many requests are held open: retry after Retry-After */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    listRunStartDeliveries: {
+        parameters: {
+            query?: {
+                /** @description Page size (max 500) */
+                limit?: number;
+                /** @description next_cursor from the previous page */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                run: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of attempts */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StartDeliveryAttemptList"];
+                };
+            };
+            /** @description Malformed request: path, query or body */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such resource */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unexpected server error (the detail carries only the request id) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database is unavailable for now, or (long-polls, event streams) too many requests are held open: retry after Retry-After */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    redeliverRunStart: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                run: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Queued: the start, its delivery `pending` */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunStart"];
+                };
+            };
+            /** @description Malformed request: path, query or body */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing or invalid credentials */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such resource */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unexpected server error (the detail carries only the request id) */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The database is unavailable for now, or (long-polls, event streams) too many requests are held open: retry after Retry-After */
+            503: {
+                headers: {
+                    /** @description Seconds to wait before retrying */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
     listWaitDeliveries: {
         parameters: {
             query?: {
@@ -2541,7 +2969,7 @@ export interface operations {
     listSignals: {
         parameters: {
             query?: {
-                outcome?: "received" | "buffered" | "duplicate" | "rejected_idempotency_conflict" | "rejected_unauthenticated" | "rejected_unknown_signal" | "rejected_not_waiting" | "rejected_not_active" | "rejected_invalid_payload" | "payload_too_large" | "invalid_json" | "expired";
+                outcome?: "received" | "buffered" | "started" | "duplicate" | "rejected_idempotency_conflict" | "rejected_unauthenticated" | "rejected_unknown_signal" | "rejected_not_waiting" | "rejected_not_active" | "rejected_invalid_payload" | "payload_too_large" | "invalid_json" | "expired";
                 /** @description Page size (max 500) */
                 limit?: number;
                 /** @description next_cursor from the previous page */
@@ -2633,7 +3061,7 @@ export interface operations {
                     "application/json": components["schemas"]["SignalRedriven"] | components["schemas"]["RedriveResult"];
                 };
             };
-            /** @description With `signal_id`: the new attempt was received or buffered */
+            /** @description With `signal_id`: the new attempt was received, buffered or started */
             202: {
                 headers: {
                     [name: string]: unknown;
@@ -2762,7 +3190,7 @@ export interface operations {
                     "application/json": components["schemas"]["SignalAccepted"];
                 };
             };
-            /** @description received (the open wait is resolved) or buffered; with `wait_s`, no reply yet (`reply_pending: true`) or none to come (`reply_pending: false`) */
+            /** @description received (the open wait is resolved), buffered, or started (a run.start event is sent); with `wait_s`, no reply yet (`reply_pending: true`) or none to come (`reply_pending: false`) */
             202: {
                 headers: {
                     [name: string]: unknown;
@@ -3837,6 +4265,28 @@ export interface operations {
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
+            };
+        };
+    };
+    runStartEvent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["RunStartEvent"];
+            };
+        };
+        responses: {
+            /** @description Any 2xx: delivered. 408, 429, 5xx or no answer: retried; another 4xx: failed */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
         };
     };

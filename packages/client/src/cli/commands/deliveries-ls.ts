@@ -7,7 +7,7 @@ import { parseLimit } from "../parse.ts";
 
 export const deliveriesLs: Command = {
   name: ["deliveries", "ls"],
-  summary: "callbacks failing now: given up (failed) or retrying (pending)",
+  summary: "callbacks and run starts failing now: given up (failed) or retrying (pending)",
   args: "",
   arity: [0, 0],
   options: {
@@ -41,7 +41,8 @@ Example:
       output.out(
         table(
           ["wait", "run", "signal", "status", "attempts", "last attempt", "host", "last error"],
-          items.map((d) => [d.wait_id, d.run_id, d.signal, d.status, String(d.attempts), when(d.last_attempt_at), d.callback_host, d.last_error ?? "-"]),
+          // A run start (signal-with-start) has no wait: `signalbox` shows it as "start".
+          items.map((d) => [d.wait_id ?? "start", d.run_id, d.signal, d.status, String(d.attempts), when(d.last_attempt_at), d.callback_host, d.last_error ?? "-"]),
         ),
       );
     }

@@ -28,7 +28,7 @@ Options:
   --before TIME      only signals received before this RFC 3339 time
   --json             the API's answer as JSON
 
-Exits 0 when the new attempt is received, buffered or a duplicate (or, with a filter, when the
+Exits 0 when the new attempt is received, buffered, started or a duplicate (or, with a filter, when the
 request was done); 1 when it is refused (rejected again: the outcome is printed; or
 already_redriven, not_redrivable, payload_not_kept).
 

@@ -21,7 +21,7 @@ export const send: Command = {
                           and print its reply (the engine's JSON answer)
   --json                  the intake answer as JSON
 
-Exits 0 when the signal is received, buffered or a duplicate; 1 when it is refused (the
+Exits 0 when the signal is received, buffered, started or a duplicate; 1 when it is refused (the
 outcome is printed: rejected_not_waiting, rejected_invalid_payload, ...).
 
 Examples:
