@@ -85,7 +85,7 @@ describe("a signal for a run never seen", () => {
   it("is started: 202, sequence 1, and one signed run.start event reaches the start URL", async () => {
     const sent = await intake(app, "order-1", "order-placed", '{"order": 1,  "total": 12.50}');
     expect(sent.status).toBe(202);
-    expect(sent.body).toEqual({ outcome: "started", signal_id: expect.stringMatching(/^sg_/), sequence: 1, wait_id: null });
+    expect(sent.body).toEqual({ outcome: "started", signal_id: expect.stringMatching(/^sg_/), sequence: 1, wait_id: null, run_id: "order-1" });
 
     const [start] = await startEvents("order-1", 1);
     // Verified with the Standard Webhooks library, as an engine would.
@@ -155,7 +155,7 @@ describe("a signal for a run never seen", () => {
     const b = await intake(app, "order-idem", "order-placed", '{"x": 1}', { "idempotency-key": "k-1" });
     expect(a.body).toMatchObject({ outcome: "started", sequence: 1 });
     expect(b.status).toBe(200);
-    expect(b.body).toEqual({ outcome: "duplicate", signal_id: a.body!.signal_id, sequence: 1, wait_id: null });
+    expect(b.body).toEqual({ outcome: "duplicate", signal_id: a.body!.signal_id, sequence: 1, wait_id: null, run_id: "order-idem" });
     await startEvents("order-idem", 1);
     await drainJobs(app);
     expect(startsFor("order-idem")).toHaveLength(1);
