@@ -30,6 +30,7 @@ const COMMITTED: Record<string, string> = {
   "0013_visible_deliveries.sql": "0efafae2a64fc132b2776e83c0536944cb710ed20c07214cc09f7d1c932442a0",
   "0014_foreign_keys.sql": "5274586dc1eb52eede7275bc153831a50f6f90a6b8fca3b78a7b73a3385adce3",
   "0015_redrive.sql": "b18ee2d30a41573ab7209b3770289cabbf6d2b04cb7359238ded61e1d96f69a3",
+  "0016_open_signal_deadline.sql": "4ee3fa2984b0cd508e94ce2535a7876b959e4bac924d7e64d9bc4499cb23ec1e",
 };
 
 /**
