@@ -8,12 +8,8 @@ import { lockRun } from "../runs/run-lock.ts";
 import { resolveWaits, type ResolvedWait } from "../waits/resolve-waits.ts";
 import { findWait } from "../waits/waits.queries.ts";
 
-/**
- * Waits timed out per transaction when many come due at once, batch after batch: small first, so
- * the first callbacks are queued (committed) within milliseconds of the deadline rather than
- * after a transaction of a thousand, then growing, so a large backlog still takes few commits.
- */
-export const EXPIRY_BATCHES = [100, 200, 400, 1000] as const;
+/** Waits timed out per transaction when many come due at once. */
+export const EXPIRY_BATCH = 1000;
 
 /**
  * The timeout job of one wait. It times out every wait that is due, in batches, not just its
@@ -27,8 +23,7 @@ export async function expireWait(deps: Pick<Deps, "db" | "metrics">, waitId: str
   await debugPoint("expire-wait:read", waitId); // tests: the job has started; a signal may commit here
   let tookOwn = false;
   for (let batch = 0; batch < 100; batch++) {
-    const size = EXPIRY_BATCHES[Math.min(batch, EXPIRY_BATCHES.length - 1)]!;
-    const step = await withTransaction(deps.db, (tx) => expireDueBatch(deps, tx, waitId, size));
+    const step = await withTransaction(deps.db, (tx) => expireDueBatch(deps, tx, waitId));
     tookOwn ||= step.tookOwn;
     if (!step.more) break;
   }
@@ -37,11 +32,11 @@ export async function expireWait(deps: Pick<Deps, "db" | "metrics">, waitId: str
 }
 
 /** One batch of due waits whose runs no other transaction holds; `more` when there may be more. */
-async function expireDueBatch(deps: Pick<Deps, "metrics">, tx: Tx, ownId: string, size: number): Promise<{ more: boolean; tookOwn: boolean }> {
+async function expireDueBatch(deps: Pick<Deps, "metrics">, tx: Tx, ownId: string): Promise<{ more: boolean; tookOwn: boolean }> {
   const due = await tx.execute<{ id: string }>(sql`
     select w.id from signalbox.waits w join signalbox.runs r on r.run_id = w.run_id
     where w.status = 'waiting' and w.timeout_at <= now()
-    order by w.timeout_at limit ${size}::int
+    order by w.timeout_at limit ${EXPIRY_BATCH}
     for update of r skip locked`);
   if (due.length === 0) return { more: false, tookOwn: false };
   // Their timeout jobs have nothing left to do: resolve_waits drops them rather than run them.
@@ -49,7 +44,7 @@ async function expireDueBatch(deps: Pick<Deps, "metrics">, tx: Tx, ownId: string
   recordLag(deps, expired);
   const tookOwn = expired.some((w) => w.id === ownId);
   if (tookOwn) await debugPoint("expire-wait:resolved", ownId); // tests: resolved, not yet committed
-  return { more: due.length === size, tookOwn };
+  return { more: due.length === EXPIRY_BATCH, tookOwn };
 }
 
 /** This job's own wait, if the batches did not take it (its run was busy, or it is not due). */
