@@ -59,34 +59,38 @@ const FEW_BY_DEADLINE = 500;
  * `timeout_at < …` comes from statistics that count resolved waits too (their deadlines are kept),
  * so at a million open waits a deadline that none meets could look common, and the query walked
  * every open wait of a signal in created_at order to find nothing (0.85 s). Gathering at most
- * FEW_BY_DEADLINE + 1 of them by their deadlines tells which case it is, and is cheap either way.
+ * FEW_BY_DEADLINE + 1 of them by their deadlines tells which case it is, and is cheap either way
+ * (at a million open waits: 6 index pages and no heap page to count, against 505 pages to read
+ * them; the few are then read once).
  */
 export async function listWaits(db: Db, f: WaitFilter, limit: number): Promise<WaitRow[]> {
   const q = unprepared(db);
   const byDeadline = f.status === "waiting" && (f.deadlineBefore !== undefined || f.deadlineAfter !== undefined);
   if (byDeadline) {
-    const found = await q
-      .select({ id: waits.id })
+    // How many, up to FEW_BY_DEADLINE + 1: a range of the index on open deadlines, in its order,
+    // read from the index alone when the filter is the name and deadlines (no heap page read).
+    const counted = q
+      .select({ at: waits.timeoutAt })
       .from(waits)
       .where(and(...waitConditions(f)))
-      // In deadline order: a range of the index on open deadlines, read until it has enough
-      // (unordered, a seq scan may look cheaper and read pages nothing else needs).
       .orderBy(asc(waits.timeoutAt))
-      .limit(FEW_BY_DEADLINE + 1);
-    if (found.length === 0) return [];
-    if (found.length <= FEW_BY_DEADLINE) {
-      // Sorted in the database (its microseconds, its collation), as the walk would be; the filter
-      // again, in this statement's snapshot (a wait may have resolved since).
-      const ids = JSON.stringify(found.map((w) => w.id));
-      const page = q
+      .limit(FEW_BY_DEADLINE + 1)
+      .as("counted");
+    const [{ n } = { n: 0 }] = await q.select({ n: sql<number>`count(*)::int` }).from(counted);
+    if (n === 0) return [];
+    if (n <= FEW_BY_DEADLINE) {
+      // Few: gathered by that range, then sorted (the database's order: its microseconds, its
+      // collation), and the filter again in this statement's snapshot (one may have resolved).
+      const few = q
         .select({ id: waits.id })
         .from(waits)
-        .where(and(sql`${waits.id} = any(array(select json_array_elements_text(${ids}::json)))`, ...waitConditions(f)))
+        .where(and(...waitConditions(f)))
+        .orderBy(asc(waits.timeoutAt))
+        .limit(FEW_BY_DEADLINE + 1);
+      const rows = await selectWaits(q)
+        .where(and(sql`${waits.id} in (${few})`, ...waitConditions(f)))
         .orderBy(asc(waits.createdAt), asc(waits.id))
         .limit(limit + 1);
-      const rows = await selectWaits(q)
-        .where(sql`${waits.id} in (${page})`)
-        .orderBy(asc(waits.createdAt), asc(waits.id));
       return normalise(rows);
     }
   }
