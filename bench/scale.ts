@@ -11,7 +11,8 @@
  *     Then VACUUM ANALYZE, as autovacuum would have over the weeks that built it, and a CHECKPOINT.
  *  3. The pending queries (`GET /waits?signal=…&status=waiting`, with a metadata filter, with
  *     `deadline_before`), each over distinct filters, sequentially and QUERY_CONCURRENCY at once.
- *  4. Intake and resume again, now at scale; the service's RSS before the build and after all.
+ *  4. Intake and resume again, now at scale; the service's RSS, and its heap in use after a
+ *     forced full GC (bench/heap.ts), before the build, after it and after all.
  */
 import { readFileSync } from "node:fs";
 import postgres from "postgres";
@@ -45,6 +46,8 @@ export interface ScaleBenchOptions {
   intake(prefix: string): Promise<IntakeFigures>;
   /** The default bench's resume latency at 200 signals/s. */
   resume(prefix: string): Promise<ResumeFigures>;
+  /** The service's live heap after a forced GC (bench/heap.ts). */
+  heap(): Promise<{ usedMiB: number }>;
 }
 
 export interface QueryFigures {
@@ -67,6 +70,8 @@ export interface ScaleBenchResult {
   scale: { intake: IntakeFigures; resume: ResumeFigures };
   queries: QueryFigures[];
   rssMiB: { before: number; afterBuild: number; after: number; peak: number };
+  /** The service's heap in use after a forced full GC, at the same three points. */
+  heapMiB: { before: number; afterBuild: number; after: number };
   /** Waits of the built state no longer waiting at the end (a deadline fired early, or worse). */
   resolved: number;
 }
@@ -133,6 +138,7 @@ export async function scaleBench(o: ScaleBenchOptions): Promise<ScaleBenchResult
     };
     const empty = await measure("empty", "e");
     const before = rssMiB(o.servicePid).rss;
+    const heapBefore = (await o.heap()).usedMiB;
 
     o.log(`scale: building ${o.waits.toLocaleString("en")} open waits in SQL`);
     let t = now();
@@ -145,6 +151,7 @@ export async function scaleBench(o: ScaleBenchOptions): Promise<ScaleBenchResult
     const vacuumSeconds = (now() - t) / 1000;
     o.log(`scale: vacuumed in ${vacuumSeconds.toFixed(1)} s`);
     const afterBuild = rssMiB(o.servicePid).rss;
+    const heapAfterBuild = (await o.heap()).usedMiB;
 
     await settle({ maxMs: 60_000 });
     const signal = (i: number) => `signal=scale-${POPULAR[i % POPULAR.length]}`;
@@ -156,8 +163,10 @@ export async function scaleBench(o: ScaleBenchOptions): Promise<ScaleBenchResult
     ];
     const scale = await measure("at scale", "s");
     const after = rssMiB(o.servicePid);
+    const heapAfter = (await o.heap()).usedMiB;
+    o.log(`scale: heap in use after a full GC: ${heapBefore.toFixed(1)} MiB before the build, ${heapAfterBuild.toFixed(1)} after it, ${heapAfter.toFixed(1)} after all`);
     const [row] = await c<Array<{ n: number }>>`select count(*)::int as n from signalbox.waits where run_id like 'scale-%' and status <> 'waiting'`;
-    return { waits: o.waits, buildSeconds, vacuumSeconds, empty, scale, queries, rssMiB: { before, afterBuild, after: after.rss, peak: after.peak }, resolved: row!.n };
+    return { waits: o.waits, buildSeconds, vacuumSeconds, empty, scale, queries, rssMiB: { before, afterBuild, after: after.rss, peak: after.peak }, heapMiB: { before: heapBefore, afterBuild: heapAfterBuild, after: heapAfter }, resolved: row!.n };
   } finally {
     await c.end({ timeout: 5 });
   }
@@ -227,7 +236,16 @@ export function printScale(r: ScaleBenchResult, pgbenchTps: number, ratePerS: nu
   figure(`resume latency @ ${ratePerS}/s, 202 → callback, p50`, r.empty.resume.latency.p50, r.scale.resume.latency.p50, fmtMs, false, false);
   figure(`resume latency @ ${ratePerS}/s, 202 → callback, p99`, r.empty.resume.latency.p99, r.scale.resume.latency.p99, fmtMs, false, true);
   const rssOk = r.rssMiB.after <= SCALE_TARGETS.ratio * r.rssMiB.before;
-  ok &&= rssOk && r.resolved === 0;
+  const heapOk = r.heapMiB.after <= SCALE_TARGETS.ratio * r.heapMiB.before;
+  ok &&= rssOk && heapOk && r.resolved === 0;
+  rows.push([
+    "signalbox heap in use after a full GC (before the build; after it → after all)",
+    `${r.heapMiB.before.toFixed(1)} MiB`,
+    `${r.heapMiB.afterBuild.toFixed(1)} → ${r.heapMiB.after.toFixed(1)} MiB`,
+    ratio(r.heapMiB.after, r.heapMiB.before),
+    "flat (within 20 %)",
+    verdict(heapOk),
+  ]);
   rows.push([
     "signalbox RSS (before the build; after it → after all)",
     `${r.rssMiB.before.toFixed(0)} MiB`,

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { freePort } from "../src/core/free-port.ts";
+import { isInspectorLine } from "./heap.ts";
 import { rawHttpClient } from "./http-client.ts";
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
@@ -40,6 +41,7 @@ export async function startService(env: Record<string, string>, nodeFlags: strin
     for (const line of d.toString("utf8").split("\n")) {
       if (!line.trim()) continue;
       lines.push(line);
+      if (isInspectorLine(line)) continue; // bench/heap.ts reads its address from `lines`
       if (lines.length <= MAX_ECHOED_LINES) process.stderr.write(`  [signalbox] ${line}\n`);
       else if (++suppressed === 1) process.stderr.write(`  [signalbox] (further output suppressed; see the count at the end)\n`);
     }

@@ -142,6 +142,9 @@ export const waits = signalbox.table(
     index("waits_signal_status_created").on(t.signal, t.status, t.createdAt, t.id),
     index("waits_status_created").on(t.status, t.createdAt, t.id),
     index("waits_open_deadline").on(t.timeoutAt).where(sql`${t.status} = 'waiting'`),
+    // GET /waits?signal=…&deadline_before=…: one name's open deadlines, not every name's (at a
+    // million open waits, waits_open_deadline's range read ~5,000 pages for 51 rows).
+    index("waits_open_signal_deadline").on(t.signal, t.timeoutAt).where(sql`${t.status} = 'waiting' and ${t.timeoutAt} is not null`),
     // Partial: most waits carry no metadata, and an empty object would still cost every insert
     // and status change a GIN entry. Queries add `metadata <> '{}'` so the planner may use it.
     index("waits_metadata").using("gin", sql`${t.metadata} jsonb_path_ops`).where(sql`${t.metadata} <> '{}'::jsonb`),

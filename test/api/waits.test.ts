@@ -439,6 +439,30 @@ describe("GET /waits (FindRunsWaitingFor)", () => {
     expect(none.items).toEqual([]);
   });
 
+  it("deadline_before pages the same whether few open waits meet it (gathered by deadline) or many (over 500)", async () => {
+    await declareType(app, "deadline-pages");
+    const specs = Array.from({ length: 540 }, (_, i) => ({ run: `dp-${i}`, timeout_s: i % 3 === 0 ? 600 : 86_400 }));
+    const opened: Array<{ id: string; created_at: string; timeout_s: number }> = [];
+    for (let i = 0; i < specs.length; i += 30) {
+      const chunk = specs.slice(i, i + 30);
+      const bodies = await Promise.all(chunk.map((s) => openWait(app, s.run, { signal: "deadline-pages", timeout_s: s.timeout_s }, 201)));
+      bodies.forEach((b, k) => opened.push({ ...b.body, timeout_s: chunk[k]!.timeout_s }));
+    }
+    // A resolved wait keeps its deadline, and is not pending.
+    const resolved = opened.find((w) => w.timeout_s === 600)!;
+    expect((await intake(app, (await getWait(resolved.id)).run_id, "deadline-pages", "{}")).status).toBe(202);
+    const open = opened.filter((w) => w.id !== resolved.id);
+
+    const q = (before: number) => `/waits?signal=deadline-pages&status=waiting&deadline_before=${encodeURIComponent(new Date(Date.now() + before).toISOString())}`;
+    const soon = await readAll<{ id: string }>(app, q(3_600_000), 50); // 179: few
+    expect(soon.items.map((w) => w.id)).toEqual(oldestFirst(open.filter((w) => w.timeout_s === 600)));
+    const all = await readAll<{ id: string }>(app, q(2 * 86_400_000), 50); // 539: many
+    expect(all.items.map((w) => w.id)).toEqual(oldestFirst(open));
+    // A page boundary inside the few: the cursor goes on where the page ended.
+    const small = await readAll<{ id: string }>(app, q(3_600_000), 7);
+    expect(small.items.map((w) => w.id)).toEqual(soon.items.map((w) => w.id));
+  });
+
   it("bad filters are 400", async () => {
     await expectProblem(await app.api("/waits?deadline_before=tomorrow"), 400);
     await expectProblem(await app.api("/waits?created_before=2024-13-45T00:00:00Z"), 400);

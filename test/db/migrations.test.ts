@@ -33,6 +33,7 @@ const COMMITTED: Record<string, string> = {
   "0016_continue.sql": "1fb6d4c9ed386eff91b1dd5b08c0e98affe89ccc36043f58deda7881bd3b4146",
   "0017_replies.sql": "ebdc26d6ce8be19d0d38d9a3c88e02a21e77cf260e692f0f68069852d3e787b7",
   "0018_signal_start.sql": "a824084af64f8065220b7c02b3e7d78ce8ecc75e26877ce9187a47cfdee98c83",
+  "0019_open_signal_deadline.sql": "4ee3fa2984b0cd508e94ce2535a7876b959e4bac924d7e64d9bc4499cb23ec1e",
 };
 
 /**

@@ -1,0 +1,1 @@
+CREATE INDEX "waits_open_signal_deadline" ON "signalbox"."waits" USING btree ("signal","timeout_at") WHERE "signalbox"."waits"."status" = 'waiting' and "signalbox"."waits"."timeout_at" is not null;
