@@ -14,3 +14,14 @@ BEGIN
   END IF;
 END;
 $$;
+
+-- A delivery's status after attempt p_attempt answered p_verdict (delivered | retry | failed):
+-- delivered; pending while a retry still fits in the round (p_max_attempts per round, from
+-- p_round_start); failed otherwise. One rule for callbacks (both recorders) and run starts.
+CREATE OR REPLACE FUNCTION "signalbox"."delivery_status_after"(p_verdict text, p_attempt int, p_round_start int, p_max_attempts int)
+RETURNS text LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE
+    WHEN p_verdict = 'delivered' THEN 'delivered'
+    WHEN p_verdict = 'retry' AND p_attempt - p_round_start < p_max_attempts THEN 'pending'
+    ELSE 'failed' END;
+$$;

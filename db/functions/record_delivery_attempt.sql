@@ -43,10 +43,7 @@ DECLARE
 BEGIN
   UPDATE signalbox.waits w SET
       delivery_attempts = v_attempt,
-      delivery_status = CASE
-        WHEN p_verdict = 'delivered' THEN 'delivered'
-        WHEN p_verdict = 'retry' AND v_attempt - w.delivery_round_start < p_max_attempts THEN 'pending'
-        ELSE 'failed' END,
+      delivery_status = signalbox.delivery_status_after(p_verdict, v_attempt, w.delivery_round_start, p_max_attempts),
       delivery_last_error = p_error,
       -- The first delivered answer only (evaluated on the row as locked: two deliveries cannot both be first).
       reply = CASE WHEN p_verdict = 'delivered' AND w.replied_at IS NULL THEN p_reply ELSE w.reply END,
@@ -130,10 +127,7 @@ BEGIN
     -- The compare-and-set of each item, as in record_delivery_attempt.
     UPDATE signalbox.waits w SET
         delivery_attempts = i.attempts_before + 1,
-        delivery_status = CASE
-          WHEN i.verdict = 'delivered' THEN 'delivered'
-          WHEN i.verdict = 'retry' AND i.attempts_before + 1 - w.delivery_round_start < p_max_attempts THEN 'pending'
-          ELSE 'failed' END,
+        delivery_status = signalbox.delivery_status_after(i.verdict, i.attempts_before + 1, w.delivery_round_start, p_max_attempts),
         delivery_last_error = i.error,
         reply = CASE WHEN i.verdict = 'delivered' AND w.replied_at IS NULL THEN i.reply ELSE w.reply END,
         replied_at = CASE WHEN i.verdict = 'delivered' THEN coalesce(w.replied_at, now()) ELSE w.replied_at END

@@ -65,10 +65,7 @@ DECLARE
 BEGIN
   UPDATE signalbox.run_starts s SET
       delivery_attempts = v_attempt,
-      delivery_status = CASE
-        WHEN p_verdict = 'delivered' THEN 'delivered'
-        WHEN p_verdict = 'retry' AND v_attempt - s.delivery_round_start < p_max_attempts THEN 'pending'
-        ELSE 'failed' END,
+      delivery_status = signalbox.delivery_status_after(p_verdict, v_attempt, s.delivery_round_start, p_max_attempts),
       delivery_last_error = p_error
     WHERE s.run_id = p_run_id AND s.delivery_status = 'pending' AND s.delivery_attempts = p_attempts_before
     RETURNING s.delivery_status, s.delivery_round_start, s.event_id INTO v_status, v_round_start, v_event_id;
