@@ -1,6 +1,8 @@
+import { coarseDelay } from "../core/coarse-delay.ts";
 import { addJobs, jobKeys, type TaskName } from "../jobs/enqueue.ts";
-import { findWaitsWithEvents } from "../waits/waits.queries.ts";
-import { owedCallback, recordAttempts, reportRecorded, type DeliveryDeps, type OwedCallback } from "./deliver-callback.ts";
+import { GroupCall } from "../db/group-call.ts";
+import { findWaitsWithEvents, type WaitWithEvent } from "../waits/waits.queries.ts";
+import { owedCallback, recordAttempts, reportRecorded, type DeliveryDeps, type OwedCallback, type Recorded } from "./deliver-callback.ts";
 import { EndpointGate } from "./endpoint-gate.ts";
 import { ATTEMPT_TIMEOUT_MS, postSigned, type AttemptResult } from "./post-signed.ts";
 
@@ -11,6 +13,9 @@ import { ATTEMPT_TIMEOUT_MS, postSigned, type AttemptResult } from "./post-signe
  * beyond this, and the callbacks and timeouts behind it go on.
  */
 const HAND_OFF_MS = 1_000;
+
+/** Reads and records in flight at once, and the callbacks one of them takes at most. */
+const GROUPS = { slots: 2, maxItems: 500 };
 
 /**
  * A request other than a callback batch (a notification, a sensor poll), sent through the
@@ -51,9 +56,20 @@ export class DeliveryEngine {
   /** Requests handed off (still in flight after HAND_OFF_MS): aborted when the worker stops. */
   readonly #background = new Set<Promise<unknown>>();
   readonly #stopped = new AbortController();
+  /**
+   * Reads and records shared by the jobs running at once: under load each delivery job holds a
+   * few callbacks (an intake batch's), and their statements would otherwise be most of the cost.
+   */
+  readonly #reads: GroupCall<string, WaitWithEvent | undefined>;
+  readonly #records: GroupCall<{ owed: OwedCallback; attempt: AttemptResult }, Recorded | undefined>;
 
   constructor(deps: DeliveryDeps, opts: DeliveryEngineOptions) {
     this.#deps = deps;
+    this.#reads = new GroupCall(async (ids) => {
+      const found = new Map((await findWaitsWithEvents(deps.db, [...new Set(ids)])).map((f) => [f.wait.id, f]));
+      return ids.map((id) => found.get(id));
+    }, GROUPS);
+    this.#records = new GroupCall((items) => recordAttempts(deps, items), GROUPS);
     const metrics = deps.metrics;
     this.gate = new EndpointGate({
       perEndpoint: opts.perEndpoint,
@@ -71,7 +87,7 @@ export class DeliveryEngine {
   /** Delivers the callbacks these waits owe now (the rest are skipped); resolves once each is recorded or scheduled again. */
   async deliver(waitIds: string[], abort?: AbortSignal): Promise<void> {
     const ids = [...new Set(waitIds)];
-    const owed = (await findWaitsWithEvents(this.#deps.db, ids)).map(owedCallback).filter((o): o is OwedCallback => o !== undefined);
+    const owed = (await this.#reads.call(ids)).map((found) => found && owedCallback(found)).filter((o): o is OwedCallback => o !== undefined);
     const later: Array<{ owed: OwedCallback; inS: number }> = [];
     const recordNow: Array<{ owed: OwedCallback; attempt: AttemptResult }> = [];
     // One signal for the batch's requests: the job's (the worker stopping) or the engine's.
@@ -127,10 +143,9 @@ export class DeliveryEngine {
     return "deferred";
   }
 
-  /** The answer if it comes within HAND_OFF_MS. */
+  /** The answer if it comes within HAND_OFF_MS (a timer shared with the requests sent about the same time). */
   async #firstOrNothing<T>(sent: Promise<T>): Promise<{ answer: T } | undefined> {
-    let timer: NodeJS.Timeout | undefined;
-    return Promise.race([sent.then((answer) => ({ answer })), new Promise<undefined>((r) => (timer = setTimeout(() => r(undefined), HAND_OFF_MS)))]).finally(() => clearTimeout(timer));
+    return Promise.race([sent.then((answer) => ({ answer })), coarseDelay(HAND_OFF_MS).then(() => undefined)]);
   }
 
   #inBackground(work: Promise<unknown>, context: Record<string, unknown>) {
@@ -187,7 +202,7 @@ export class DeliveryEngine {
 
   async #record(items: Array<{ owed: OwedCallback; attempt: AttemptResult }>) {
     if (items.length === 0) return;
-    const recorded = await recordAttempts(this.#deps, items);
+    const recorded = await this.#records.call(items);
     items.forEach((item, i) => reportRecorded(this.#deps, item.owed, item.attempt, recorded[i]));
   }
 }

@@ -72,20 +72,28 @@ export class EndpointGate {
       // After a backoff: one probe at a time until the endpoint answers.
       const limit = s.trips > 0 ? 1 : this.#opts.perEndpoint;
       if (s.inFlight.size < limit) return this.#send(host, s);
-      const oldest = Math.min(...[...s.inFlight].map((r) => r.at));
-      const age = now - oldest;
+      // A Set keeps insertion order: its first request is the oldest.
+      const age = now - s.inFlight.values().next().value!.at;
       // Stuck (or a probe is out): come back later, the longer the longer they hang.
       if (s.trips > 0 || age >= this.#opts.stuckMs) return { kind: "busy", retryInMs: Math.min(10_000, Math.max(1_000, 2 * age)) };
       // Its requests are young: a slot frees soon. Wait for one, or until they look stuck.
       await new Promise<void>((resolve) => {
-        const waiter: Waiter = { wake: () => (clearTimeout(t), resolve()) };
-        const t = setTimeout(() => {
-          s.waiters = s.waiters.filter((w) => w !== waiter);
-          resolve();
-        }, this.#opts.stuckMs - age + 1);
-        s.waiters.push(waiter);
+        s.waiters.push({ wake: resolve });
+        this.#wakeAllAfter(s, this.#opts.stuckMs - age + 1);
       });
     }
+  }
+
+  /**
+   * One timer per host wakes every waiter once its oldest request may look stuck (each looks
+   * again): thousands queued behind one endpoint in a burst need no timer each.
+   */
+  #wakeAllAfter(s: HostState, ms: number) {
+    if (s.timer) return;
+    s.timer = setTimeout(() => {
+      s.timer = undefined;
+      for (const w of s.waiters.splice(0)) w.wake();
+    }, ms);
   }
 
   #state(host: string): HostState {

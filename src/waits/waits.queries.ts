@@ -125,7 +125,7 @@ function waitConditions(f: WaitFilter): SQL[] {
   return conditions;
 }
 
-type WaitWithEvent = { wait: WaitRow; event: { id: number; type: string; occurredAt: Date } };
+export type WaitWithEvent = { wait: WaitRow; event: { id: number; type: string; occurredAt: Date } };
 
 /** A resolved wait with its resolution event (what a callback carries), in one query. */
 export async function findWaitWithEvent(db: Db, id: string): Promise<WaitWithEvent | undefined> {
