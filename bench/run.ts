@@ -580,7 +580,7 @@ total time ${((now() - t0) / 1000).toFixed(0)} s`);
         ["pgbench", await pgbenchVersion()],
         [
           "signalbox",
-          `DB pool ${POOL_SIZE}, worker concurrency ${env.SIGNALBOX_WORKER_CONCURRENCY ?? 8} (timers) + ${env.SIGNALBOX_DELIVERY_CONCURRENCY ?? 32} (deliveries), poll interval ${env.SIGNALBOX_POLL_INTERVAL_MS ?? 250} ms`,
+          `DB pool ${POOL_SIZE}, worker concurrency ${env.SIGNALBOX_WORKER_CONCURRENCY ?? 8} (timers) + ${env.SIGNALBOX_DELIVERY_CONCURRENCY ?? 32} (deliveries), poll interval ${env.SIGNALBOX_POLL_INTERVAL_MS ?? 100} ms`,
         ],
         ["load", `${CONCURRENCY} keep-alive HTTP connections (raw sockets, bench/http-client.ts), phases of ${PHASE_MS / 1000} s, on the same cores`],
         ["machine busy before start", Number.isNaN(busyBefore) ? "n/a" : `${(busyBefore * 100).toFixed(0)}% of all cores (other processes; see "other procs" below)`],
