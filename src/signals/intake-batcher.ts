@@ -28,7 +28,7 @@ const STALL_MS = 20;
  * timer. Under load one batch is in flight at a time and the signals arriving meanwhile go
  * together when it commits: each batch costs Postgres a commit, a NOTIFY and its job removals
  * whatever its size, so fewer, larger batches cost less CPU per signal (2 cores, 16 senders:
- * 0.47 ms a signal with one batch at a time, 0.73 ms with up to four smaller ones at once).
+ * 0.52 ms a signal with one batch at a time, 0.73 ms with up to four smaller ones at once).
  * Another batch goes beside the one in flight, up to `slots`, only when waiting would not pay:
  * a full batch is queued, or the queue has waited `stallMs` (a batch stuck behind one run's
  * lock must not hold up every other run). Every signal is answered only after its batch has

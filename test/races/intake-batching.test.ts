@@ -125,13 +125,22 @@ describe("signals arriving together", () => {
     id: `sg_own_${runId}`, runId, signal: "approval", payload: "{}", payloadHash: null, idempotencyKey: null, bufferTtlS: 0,
   });
 
+  /**
+   * A batcher of the test's own with one batch in flight, stuck on the lock of run
+   * `<prefix>-blocked` that the test holds; `others` more runs have a wait open.
+   */
+  async function batchStuckBehindLock(prefix: string, others: number, stallMs: number) {
+    const runs = Array.from({ length: others }, (_, i) => `${prefix}-${i}`);
+    for (const run of [...runs, `${prefix}-blocked`]) await openWait(app, run, { signal: "approval" });
+    const lock = await holdRunLock(`${prefix}-blocked`);
+    const { batcher, sizes } = ownBatcher(stallMs);
+    const first = batcher.accept(itemFor(`${prefix}-blocked`));
+    await lockWaiters(sql, 1);
+    return { runs, lock, batcher, sizes, first };
+  }
+
   it("one batch in flight at a time: signals arriving meanwhile wait for it, then go as one batch", async () => {
-    const runs = Array.from({ length: 6 }, (_, i) => `one-${i}`);
-    for (const run of [...runs, "one-blocked"]) await openWait(app, run, { signal: "approval" });
-    const lock = await holdRunLock("one-blocked");
-    const { batcher, sizes } = ownBatcher(60_000);
-    const first = batcher.accept(itemFor("one-blocked"));
-    await lockWaiters(sql, 1); // the first batch is in flight, stuck on the lock
+    const { runs, lock, batcher, sizes, first } = await batchStuckBehindLock("one", 6, 60_000);
     const queued = runs.map((run) => batcher.accept(itemFor(run)));
     await lock.release();
 
@@ -142,12 +151,7 @@ describe("signals arriving together", () => {
   });
 
   it("signals queued behind a stuck batch go beside it once they have waited the stall time", async () => {
-    const runs = Array.from({ length: 3 }, (_, i) => `stall-${i}`);
-    for (const run of [...runs, "stall-blocked"]) await openWait(app, run, { signal: "approval" });
-    const lock = await holdRunLock("stall-blocked");
-    const { batcher, sizes } = ownBatcher(20);
-    const first = batcher.accept(itemFor("stall-blocked"));
-    await lockWaiters(sql, 1);
+    const { runs, lock, batcher, sizes, first } = await batchStuckBehindLock("stall", 3, 20);
     // Answered while the first batch still waits for the run's lock.
     expect((await Promise.all(runs.map((run) => batcher.accept(itemFor(run))))).map((a) => a.outcome)).toEqual(Array(3).fill("received"));
     expect(sizes).toEqual([3]);
