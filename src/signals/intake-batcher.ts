@@ -63,6 +63,8 @@ export class IntakeBatcher {
   #pump() {
     while (this.#inFlight < this.#slots && this.#queue.length > 0 && (this.#inFlight === 0 || this.#stalled || this.#queue.length >= this.#maxBatch)) {
       this.#stalled = false;
+      clearTimeout(this.#stall); // what stays queued waits stallMs from now
+      this.#stall = undefined;
       const batch = this.#queue.splice(0, this.#batchLength());
       this.#inFlight++;
       void this.#run(batch).finally(() => {
@@ -75,10 +77,7 @@ export class IntakeBatcher {
 
   /** Signals left queued behind a batch in flight, with a slot free: after stallMs they may go beside it. */
   #watchStall() {
-    if (this.#queue.length === 0 || this.#inFlight >= this.#slots) {
-      clearTimeout(this.#stall);
-      this.#stall = undefined;
-    } else if (this.#stall === undefined) {
+    if (this.#queue.length > 0 && this.#inFlight < this.#slots && this.#stall === undefined) {
       this.#stall = setTimeout(() => {
         this.#stall = undefined;
         this.#stalled = true;
