@@ -46,13 +46,24 @@ BEGIN
       i int, id text, run_id text, signal text, payload text, payload_hash text, idempotency_key text, buffer_ttl_s int, expect_wait_id text, start_url text)
     ORDER BY x.run_id, x.i
   LOOP
-    -- The run's lock: sequences, the open wait and idempotency are decided under it.
-    INSERT INTO signalbox.runs AS r (run_id) VALUES (it.run_id)
-      ON CONFLICT (run_id) DO UPDATE SET run_id = excluded.run_id
-      RETURNING r.status, r.continued_as INTO v_status, v_continued_as;
+    -- The run's lock: sequences, the open wait and idempotency are decided under it. Taken by
+    -- drawing the run's next sequence at once, so an accepted signal writes its runs row once
+    -- (a lock, then an update, wrote it twice); an item that ends up not accepted gives the
+    -- number back under the same lock (signalbox.return_sequence), so sequences stay
+    -- gapless. A run never seen starts at 1.
+    UPDATE signalbox.runs r SET last_sequence = r.last_sequence + 1 WHERE r.run_id = it.run_id
+      RETURNING r.status, r.continued_as, r.last_sequence INTO v_status, v_continued_as, v_seq;
+    IF NOT FOUND THEN
+      INSERT INTO signalbox.runs AS r (run_id, last_sequence) VALUES (it.run_id, 1)
+        ON CONFLICT (run_id) DO UPDATE SET last_sequence = r.last_sequence + 1
+        RETURNING r.status, r.continued_as, r.last_sequence INTO v_status, v_continued_as, v_seq;
+    END IF;
     v_path := ARRAY[it.run_id];
     IF v_continued_as IS NOT NULL THEN
+      -- A continued run takes no signal: its number back, and the newest run's drawn instead.
+      PERFORM signalbox.return_sequence(it.run_id);
       SELECT c.run_id, c.status, v_path || c.path INTO it.run_id, v_status, v_path FROM signalbox.follow_chain(v_continued_as) c;
+      UPDATE signalbox.runs r SET last_sequence = r.last_sequence + 1 WHERE r.run_id = it.run_id RETURNING r.last_sequence INTO v_seq;
     END IF;
     -- Chains can bring a run back out of run_id order: any run with a resolution pending.
     IF it.run_id = ANY(v_pending_runs) THEN
@@ -70,6 +81,7 @@ BEGIN
       SELECT s.id, s.sequence, s.wait_id, s.payload_hash, s.run_id INTO v_earlier FROM signalbox.signals s
         WHERE s.run_id = ANY(v_path) AND s.signal = it.signal AND s.idempotency_key = it.idempotency_key AND s.sequence IS NOT NULL;
       IF FOUND THEN
+        PERFORM signalbox.return_sequence(it.run_id);
         IF v_earlier.payload_hash IS NOT DISTINCT FROM it.payload_hash THEN
           RETURN QUERY SELECT it.i, 'duplicate'::text, v_earlier.id, v_earlier.sequence, v_earlier.wait_id, v_earlier.run_id;
         ELSE
@@ -80,6 +92,7 @@ BEGIN
     END IF;
 
     IF v_status = 'cancelled' THEN
+      PERFORM signalbox.return_sequence(it.run_id);
       RETURN QUERY SELECT it.i, 'rejected_not_active'::text, signalbox.reject_signal(it.id, it.run_id, it.signal, 'rejected_not_active', it.payload, it.payload_hash, it.idempotency_key), NULL::bigint, NULL::text, it.run_id;
       CONTINUE;
     END IF;
@@ -92,14 +105,14 @@ BEGIN
     END IF;
     v_start := NULL;
     IF v_wait_id IS NULL AND it.start_url IS NOT NULL AND it.expect_wait_id IS NULL THEN
-      v_start := signalbox.start_decision(it.run_id, it.signal); -- only types with a start pay for this
+      v_start := signalbox.start_decision(it.run_id, it.signal, v_seq - 1); -- only types with a start pay for this
     END IF;
     IF v_wait_id IS NULL AND v_start IS NULL AND (it.buffer_ttl_s <= 0 OR it.expect_wait_id IS NOT NULL) THEN
+      PERFORM signalbox.return_sequence(it.run_id);
       RETURN QUERY SELECT it.i, 'rejected_not_waiting'::text, signalbox.reject_signal(it.id, it.run_id, it.signal, 'rejected_not_waiting', it.payload, it.payload_hash, it.idempotency_key), NULL::bigint, NULL::text, it.run_id;
       CONTINUE;
     END IF;
 
-    UPDATE signalbox.runs SET last_sequence = last_sequence + 1 WHERE run_id = it.run_id RETURNING last_sequence INTO v_seq;
     INSERT INTO signalbox.signals (id, run_id, signal, sequence, outcome, payload, payload_hash, idempotency_key, wait_id, buffer_expires_at)
       VALUES (it.id, it.run_id, it.signal, v_seq,
               CASE WHEN v_wait_id IS NOT NULL THEN 'received' WHEN v_start = 'start' THEN 'started' ELSE 'buffered' END,
@@ -181,4 +194,11 @@ BEGIN
   END IF;
   RETURN coalesce(jsonb_array_length(v_votes -> v_response), 0) >= (p_quorum ->> 'count')::int;
 END;
+$$;
+
+-- Gives back the sequence accept_signals drew for an item it did not accept (a duplicate, a
+-- rejection, a continued run), under the run's lock, so the next accepted signal takes it.
+CREATE OR REPLACE FUNCTION "signalbox"."return_sequence"(p_run_id text)
+RETURNS void LANGUAGE sql AS $$
+  UPDATE signalbox.runs r SET last_sequence = r.last_sequence - 1 WHERE r.run_id = p_run_id;
 $$;

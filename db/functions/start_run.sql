@@ -12,16 +12,18 @@
 --   with no TTL) and consumed after the started one, in sequence order: nothing sent while the
 --   run starts is lost, whatever the type's buffer_ttl_s.
 -- NULL: neither; the type's buffer_ttl_s decides, as for any type.
-CREATE OR REPLACE FUNCTION "signalbox"."start_decision"(p_run_id text, p_signal text)
+-- p_last_sequence: the run's last sequence before this signal (accept_signals has drawn the
+-- signal's own already).
+DROP FUNCTION IF EXISTS "signalbox"."start_decision"(text, text); -- it read last_sequence itself
+CREATE OR REPLACE FUNCTION "signalbox"."start_decision"(p_run_id text, p_signal text, p_last_sequence bigint)
 RETURNS text LANGUAGE sql STABLE AS $$
   SELECT CASE
     -- A run another was continued as (continue-as-new) was started by its engine: never a start.
-    WHEN r.last_sequence = 0 AND NOT EXISTS (SELECT 1 FROM signalbox.waits w WHERE w.run_id = p_run_id)
+    WHEN p_last_sequence = 0 AND NOT EXISTS (SELECT 1 FROM signalbox.waits w WHERE w.run_id = p_run_id)
          AND NOT EXISTS (SELECT 1 FROM signalbox.runs p WHERE p.continued_as = p_run_id) THEN 'start'
     WHEN EXISTS (SELECT 1 FROM signalbox.signals s
                  WHERE s.run_id = p_run_id AND s.signal = p_signal AND s.outcome = 'started' AND s.wait_id IS NULL) THEN 'keep'
-  END
-  FROM signalbox.runs r WHERE r.run_id = p_run_id;
+  END;
 $$;
 
 -- Records the start of a run by its `started` signal, in the intake's transaction: the

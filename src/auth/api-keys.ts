@@ -6,13 +6,20 @@ import { createHash, timingSafeEqual } from "node:crypto";
  * key or how many characters matched.
  */
 export function matchesApiKey(token: string, keys: readonly string[]): boolean {
-  const presented = createHash("sha256").update(token).digest();
+  const presented = sha256(token);
   let ok = false;
-  for (const key of keys) {
-    const expected = createHash("sha256").update(key).digest();
-    ok = timingSafeEqual(presented, expected) || ok;
-  }
+  for (const expected of digestsOf(keys)) ok = timingSafeEqual(presented, expected) || ok;
   return ok;
+}
+
+const sha256 = (text: string) => createHash("sha256").update(text).digest();
+
+/** The configured keys' digests, made once per list (the configuration's): not on every request. */
+const keyDigests = new WeakMap<readonly string[], Buffer[]>();
+function digestsOf(keys: readonly string[]): Buffer[] {
+  let digests = keyDigests.get(keys);
+  if (!digests) keyDigests.set(keys, (digests = keys.map(sha256)));
+  return digests;
 }
 
 /** The token of an `Authorization: Bearer <token>` header, or undefined. */

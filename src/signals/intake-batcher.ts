@@ -16,26 +16,41 @@ interface Queued {
 const MAX_BATCH_BYTES = 4 * 1024 * 1024;
 
 /**
- * Group commit for intake. Signals arriving while every slot has a batch in flight wait for a
- * free slot and then go to Postgres together: one statement (`signalbox.accept_signals`, migration
- * 0006) and one commit for all of them, instead of seven round trips and a commit each. Under
- * light load a batch is one signal sent at once, so nothing waits for a timer; under heavy load
- * the batches grow, and each signal's share of the commit, the NOTIFY lock and the round trip
- * shrinks. Every signal is still answered only after its batch has committed.
+ * A batch in flight longer than this (a run lock held elsewhere, a slow commit) lets the signals
+ * queued behind it go beside it, in a free slot.
+ */
+const STALL_MS = 20;
+
+/**
+ * Group commit for intake. Signals go to Postgres together: one statement
+ * (`signalbox.accept_signals`) and one commit for all of them, instead of seven round trips and
+ * a commit each. Under light load a batch is one signal sent at once, so nothing waits for a
+ * timer. Under load one batch is in flight at a time and the signals arriving meanwhile go
+ * together when it commits: each batch costs Postgres a commit, a NOTIFY and its job removals
+ * whatever its size, so fewer, larger batches cost less CPU per signal (2 cores, 16 senders:
+ * 0.52 ms a signal with one batch at a time, 0.73 ms with up to four smaller ones at once).
+ * Another batch goes beside the one in flight, up to `slots`, only when waiting would not pay:
+ * a full batch is queued, or the queue has waited `stallMs` (a batch stuck behind one run's
+ * lock must not hold up every other run). Every signal is answered only after its batch has
+ * committed.
  */
 export class IntakeBatcher {
   readonly #db: Db;
   readonly #slots: number;
   readonly #maxBatch: number;
+  readonly #stallMs: number;
   readonly #metrics: Metrics | undefined;
   #queue: Queued[] = [];
   #inFlight = 0;
+  #stall: NodeJS.Timeout | undefined;
+  #stalled = false;
 
-  constructor(db: Db, opts: { slots?: number; maxBatch?: number; metrics?: Metrics } = {}) {
+  constructor(db: Db, opts: { slots?: number; maxBatch?: number; stallMs?: number; metrics?: Metrics } = {}) {
     this.#db = db;
     this.#metrics = opts.metrics;
     this.#slots = opts.slots ?? 4;
     this.#maxBatch = opts.maxBatch ?? 64;
+    this.#stallMs = opts.stallMs ?? STALL_MS;
   }
 
   accept(item: BatchItem): Promise<BatchAnswer> {
@@ -46,13 +61,28 @@ export class IntakeBatcher {
   }
 
   #pump() {
-    while (this.#inFlight < this.#slots && this.#queue.length > 0) {
+    while (this.#inFlight < this.#slots && this.#queue.length > 0 && (this.#inFlight === 0 || this.#stalled || this.#queue.length >= this.#maxBatch)) {
+      this.#stalled = false;
+      clearTimeout(this.#stall); // what stays queued waits stallMs from now
+      this.#stall = undefined;
       const batch = this.#queue.splice(0, this.#batchLength());
       this.#inFlight++;
       void this.#run(batch).finally(() => {
         this.#inFlight--;
         this.#pump();
       });
+    }
+    this.#watchStall();
+  }
+
+  /** Signals left queued behind a batch in flight, with a slot free: after stallMs they may go beside it. */
+  #watchStall() {
+    if (this.#queue.length > 0 && this.#inFlight < this.#slots && this.#stall === undefined) {
+      this.#stall = setTimeout(() => {
+        this.#stall = undefined;
+        this.#stalled = true;
+        this.#pump();
+      }, this.#stallMs).unref();
     }
   }
 

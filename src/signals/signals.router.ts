@@ -1,9 +1,10 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
+import type { Readable } from "node:stream";
 import type { Context } from "hono";
 import { bearerToken } from "../auth/api-keys.ts";
 import type { Deps } from "../deps.ts";
 import { PayloadTooLargeError } from "../core/errors.ts";
-import { readCapped } from "../core/read-capped.ts";
+import { readCapped, readStreamCapped } from "../core/read-capped.ts";
 import type { Metrics } from "../core/metrics.ts";
 import { bearerSecurity, commonProblems, CursorQuery, defaultHook, holdQuery, json, LimitQuery, listOf, problem, problems, RunIdSchema, SignalNameSchema } from "../http/openapi.ts";
 import { ProblemSchema, problemResponse, type Problem } from "../http/problem.ts";
@@ -396,7 +397,9 @@ function headerValues(c: Context) {
 async function readBody(c: Context, maxBytes: number): Promise<Uint8Array> {
   const declared = Number(c.req.header("content-length") ?? "0");
   if (declared > maxBytes) throw tooLarge(maxBytes);
-  const body = await readCapped(c.req.raw.body, maxBytes);
+  // Node's request itself when served by Node (never read before this), else the web Request's body.
+  const incoming = (c.env as { incoming?: Readable } | undefined)?.incoming;
+  const body = incoming && !incoming.readableEnded ? await readStreamCapped(incoming, maxBytes) : await readCapped(c.req.raw.body, maxBytes);
   if (body === null) throw tooLarge(maxBytes);
   return body;
 }

@@ -6,7 +6,8 @@ import { body, intake, openWait } from "../helpers/http.ts";
 import { drainJobs, holdAt, lockWaiters, releaseAllGates, resolutionEvents, settledWait } from "../helpers/race-gates.ts";
 import { startTestApp, type TestApp } from "../helpers/test-app.ts";
 import { waitFor } from "../helpers/wait-for.ts";
-import { IntakeBatcher } from "../../src/signals/intake-batcher.ts";
+import type { Metrics } from "../../src/core/metrics.ts";
+import { IntakeBatcher, type BatchItem } from "../../src/signals/intake-batcher.ts";
 
 // Group commit at intake (src/signals/intake-batcher.ts, signalbox.accept_signals): signals that
 // arrive while earlier batches are in flight are committed together, yet each is answered as if
@@ -64,6 +65,19 @@ async function holdRunLock(runId: string) {
   return { release: async () => (release(), await done) };
 }
 
+/**
+ * Fills the batcher's four slots with one signal each for `runId`, whose lock the test holds: the
+ * first goes at once, each next one beside the stuck ones once it has waited the stall time.
+ */
+async function fillSlotsBehindLock(runId: string) {
+  const blocked = [];
+  for (let k = 1; k <= 4; k++) {
+    blocked.push(intake(app, runId, "approval", "{}"));
+    await lockWaiters(sql, k);
+  }
+  return blocked;
+}
+
 async function batchMetrics(): Promise<{ count: number; sum: number }> {
   const text = await (await fetch(`${app.baseUrl}/metrics`)).text();
   const read = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, "m").exec(text)?.[1] ?? 0);
@@ -80,8 +94,7 @@ describe("signals arriving together", () => {
     const before = await batchMetrics();
     const arrivedBefore = atBatcher;
 
-    const blocked = Array.from({ length: 4 }, (_, i) => intake(app, "gc-blocked", "approval", JSON.stringify({ i })));
-    await lockWaiters(sql, 4); // all four slots wait on the lock
+    const blocked = await fillSlotsBehindLock("gc-blocked"); // all four slots wait on the lock
     const queued = [...waits.keys()].map((run) => intake(app, run, "approval", JSON.stringify({ run })));
     await queuedAtBatcher(4 + 24, arrivedBefore); // the 24 requests reach the batcher and queue
     await lock.release();
@@ -102,14 +115,58 @@ describe("signals arriving together", () => {
     expect(after.count - before.count).toBe(5);
   });
 
+  /** A batcher of the test's own (the app's database), recording the size of each batch it commits. */
+  function ownBatcher(stallMs: number) {
+    const sizes: number[] = [];
+    const metrics = { intakeBatchSize: { observe: (n: number) => sizes.push(n) } } as unknown as Metrics;
+    return { batcher: new IntakeBatcher(app.deps.db, { slots: 4, stallMs, metrics }), sizes };
+  }
+  const itemFor = (runId: string): BatchItem => ({
+    id: `sg_own_${runId}`, runId, signal: "approval", payload: "{}", payloadHash: null, idempotencyKey: null, bufferTtlS: 0,
+  });
+
+  /**
+   * A batcher of the test's own with one batch in flight, stuck on the lock of run
+   * `<prefix>-blocked` that the test holds; `others` more runs have a wait open.
+   */
+  async function batchStuckBehindLock(prefix: string, others: number, stallMs: number) {
+    const runs = Array.from({ length: others }, (_, i) => `${prefix}-${i}`);
+    for (const run of [...runs, `${prefix}-blocked`]) await openWait(app, run, { signal: "approval" });
+    const lock = await holdRunLock(`${prefix}-blocked`);
+    const { batcher, sizes } = ownBatcher(stallMs);
+    const first = batcher.accept(itemFor(`${prefix}-blocked`));
+    await lockWaiters(sql, 1);
+    return { runs, lock, batcher, sizes, first };
+  }
+
+  it("one batch in flight at a time: signals arriving meanwhile wait for it, then go as one batch", async () => {
+    const { runs, lock, batcher, sizes, first } = await batchStuckBehindLock("one", 6, 60_000);
+    const queued = runs.map((run) => batcher.accept(itemFor(run)));
+    await lock.release();
+
+    expect((await first).outcome).toBe("received");
+    expect((await Promise.all(queued)).map((a) => a.outcome)).toEqual(Array(6).fill("received"));
+    // Had they gone beside the stuck batch, they would have committed first, and not as one.
+    expect(sizes).toEqual([1, 6]);
+  });
+
+  it("signals queued behind a stuck batch go beside it once they have waited the stall time", async () => {
+    const { runs, lock, batcher, sizes, first } = await batchStuckBehindLock("stall", 3, 20);
+    // Answered while the first batch still waits for the run's lock.
+    expect((await Promise.all(runs.map((run) => batcher.accept(itemFor(run))))).map((a) => a.outcome)).toEqual(Array(3).fill("received"));
+    expect(sizes).toEqual([3]);
+    await lock.release();
+    expect((await first).outcome).toBe("received");
+    expect(sizes).toEqual([3, 1]);
+  });
+
   it("large payloads go in smaller batches (about 4 MiB of payload a batch)", async () => {
     for (let i = 0; i < 6; i++) await openWait(app, `big-${i}`, { signal: "approval" });
     await openWait(app, "big-blocked", { signal: "approval" });
     const lock = await holdRunLock("big-blocked");
     const before = await batchMetrics();
     const arrivedBefore = atBatcher;
-    const blocked = Array.from({ length: 4 }, () => intake(app, "big-blocked", "approval", "{}"));
-    await lockWaiters(sql, 4);
+    const blocked = await fillSlotsBehindLock("big-blocked");
     // Six payloads of just under 1 MiB each: 4 fit under the cap, the last 2 go next.
     const big = (i: number) => JSON.stringify({ i, pad: "x".repeat(1024 * 1024 - 100) });
     const queued = Array.from({ length: 6 }, (_, i) => intake(app, `big-${i}`, "approval", big(i)));
@@ -136,8 +193,7 @@ describe("signals arriving together", () => {
       await openWait(app, "iso-blocked", { signal: "approval" });
       const lock = await holdRunLock("iso-blocked");
       const arrivedBefore = atBatcher;
-      const blocked = Array.from({ length: 4 }, () => intake(app, "iso-blocked", "approval", "{}"));
-      await lockWaiters(sql, 4);
+      const blocked = await fillSlotsBehindLock("iso-blocked");
       const queued = Array.from({ length: 6 }, (_, i) => intake(app, `iso-${i}`, "approval", JSON.stringify({ v: i === 3 ? "boom" : "fine" })));
       await queuedAtBatcher(4 + 6, arrivedBefore);
       await lock.release();
@@ -188,6 +244,38 @@ describe("signalbox.accept_signals", () => {
       [2, "buffered", 1],
       [3, "buffered", 2],
     ]);
+  });
+
+  it("draws each item's sequence with the run's lock and gives back those it does not accept: gapless, none taken by a rejection", async () => {
+    const lastSequence = async (run: string) => Number((await sql`select last_sequence from signalbox.runs where run_id = ${run}`)[0]!.last_sequence);
+    const keyed = (i: number, run: string, key: string, payload = "{}") => ({ ...item(i, run), idempotency_key: key, payload, payload_hash: payload });
+    const batch = [
+      item(0, "gap-a", "approval"), // rejected_not_waiting: buffer_ttl_s 0, no wait
+      keyed(1, "gap-a", "k1"),
+      keyed(2, "gap-a", "k1"), // duplicate
+      keyed(3, "gap-a", "k1", "{\"other\":1}"), // rejected_idempotency_conflict
+      item(4, "gap-a"),
+    ].map((x) => (x.signal === "approval" ? { ...x, buffer_ttl_s: 0 } : x));
+    const rows = await sql`select * from signalbox.accept_signals(${sql.json(batch)}::json) order by item`;
+    expect(rows.map((r) => [r.answer, r.answer_sequence === null ? null : Number(r.answer_sequence)])).toEqual([
+      ["rejected_not_waiting", null],
+      ["buffered", 1],
+      ["duplicate", 1],
+      ["rejected_idempotency_conflict", null],
+      ["buffered", 2],
+    ]);
+    expect(await lastSequence("gap-a")).toBe(2);
+
+    // A cancelled run takes nothing; a continued one sends the signal on and keeps its own number.
+    await sql`insert into signalbox.runs (run_id, status, cancelled_at) values ('gap-cancelled', 'cancelled', now())`;
+    await sql`select * from signalbox.continue_run('gap-a', 'gap-b', 'test', 'test')`;
+    const moved = await sql`select * from signalbox.accept_signals(${sql.json([item(0, "gap-cancelled"), item(1, "gap-a")])}::json) order by item`;
+    expect(moved.map((r) => [r.answer, r.answer_run_id])).toEqual([
+      ["rejected_not_active", "gap-cancelled"],
+      ["buffered", "gap-b"],
+    ]);
+    expect([await lastSequence("gap-cancelled"), await lastSequence("gap-a")]).toEqual([0, 2]);
+    expect(Number(moved[1]!.answer_sequence)).toBe(await lastSequence("gap-b"));
   });
 
   it("a batch holding the run's lock when the timeout job runs wins: the timeout waits for it, then changes nothing", async () => {
