@@ -68,6 +68,7 @@ const SCALE = process.argv.includes("--scale");
 /**
  * BENCH_ONLY=resume,timer runs only the phases named (throughput, resume, wake, timer, burst,
  * isolation); the others print n/a. For iterating on one figure; a full run reports them all.
+ * BENCH_TIMELINE=1 prints the timer burst per 100 ms (waits timed out, callbacks received).
  */
 const ONLY = env.BENCH_ONLY ? new Set(env.BENCH_ONLY.split(",").map((s) => s.trim())) : undefined;
 const want = (phase: string) => !ONLY || ONLY.has(phase);
@@ -531,6 +532,7 @@ total time ${((now() - t0) / 1000).toFixed(0)} s`);
     deliveryRate = tArrivals.length > 1 ? tArrivals.length / ((Math.max(...tArrivals) - Math.min(...tArrivals)) / 1000) : NaN;
     log(`callbacks/s to one keep-alive receiver (timer burst, first → last arrival): ${fmtRate(deliveryRate)}`);
     log(`callback receiver: ${receiver.duplicates} repeated deliveries, ${receiver.malformed} malformed`);
+    if (env.BENCH_TIMELINE === "1") await logTimerTimeline(appDb.url, deadline, tArrivals);
   }
 
   // ---- a burst of signals from 16 senders: callback p99 after each 202 ----
@@ -682,6 +684,30 @@ async function waitForTimers(receiver: CallbackReceiver, ids: string[], url: str
       }
       log(`  timed out: ${row!.n}/${ids.length}; callbacks still to come: ${missing}`);
       if (Date.now() - lastProgress > TIMER_STALL_MS || Date.now() - started > TIMER_MAX_MS) return missing;
+    }
+  } finally {
+    await c.end({ timeout: 5 });
+  }
+}
+
+/** BENCH_TIMELINE=1: the timer burst per 100 ms after the deadline, waits timed out and callbacks received (where the lag goes). */
+async function logTimerTimeline(url: string, deadline: number, arrivals: number[]) {
+  const c = postgres(url, { max: 1, onnotice: () => {} });
+  try {
+    const rows = await c<{ at_ms: number }[]>`
+      select (extract(epoch from resolved_at) * 1000)::float8 as at_ms from signalbox.waits where run_id like 't-%' and status = 'timed_out'`;
+    const buckets = (times: number[]) => {
+      const counts: number[] = [];
+      for (const t of times) {
+        const b = Math.max(0, Math.floor((t - deadline) / 100));
+        counts[b] = (counts[b] ?? 0) + 1;
+      }
+      return counts;
+    };
+    const fired = buckets(rows.map((r) => r.at_ms));
+    const received = buckets(arrivals);
+    for (let b = 0; b < Math.max(fired.length, received.length); b++) {
+      log(`  timer timeline ${String(b * 100).padStart(5)} ms: timed out ${String(fired[b] ?? 0).padStart(5)}, callbacks received ${String(received[b] ?? 0).padStart(5)}`);
     }
   } finally {
     await c.end({ timeout: 5 });
