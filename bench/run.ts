@@ -75,8 +75,11 @@ const want = (phase: string) => !ONLY || ONLY.has(phase);
 const SKIPPED: LoadResult = { ok: 0, failed: 0, elapsedMs: NaN, latenciesMs: [], errors: new Map() };
 const NO_SAMPLES = summarize([]);
 
-/** timedWaitsOfPlain: "timed waits open as fast as plain ones", within the noise of one run. */
-const TARGETS = { signalsRatio: 0.12, resumeP99Ms: 50, timerP99Ms: 1000, timedWaitsOfPlain: 0.9 };
+/**
+ * Most are the delivery and timer engine's goals (issue 13). timedWaitsOfPlain: "timed waits
+ * open as fast as plain ones", within the noise of one run.
+ */
+const TARGETS = { signalsRatio: 0.12, resumeP99Ms: 10, timerP99Ms: 1000, timedWaitsOfPlain: 0.9, burstSignalsPerS: 3000 };
 /** Give up on the timer phase when no timeout callback arrived for this long. */
 const TIMER_STALL_MS = 30_000;
 const TIMER_MAX_MS = 300_000;
@@ -563,9 +566,10 @@ total time ${((now() - t0) / 1000).toFixed(0)} s`);
   const verdict = (ok: boolean) => (ok ? "PASS" : "FAIL");
   const signalsOk = signalsRate / tps >= TARGETS.signalsRatio;
   const resumeOk = resumeLat.p99 <= TARGETS.resumeP99Ms && dMissing === 0;
-  // The target is on the fire time (the wait's resolved_at), the issue's "fire time minus
-  // deadline"; the callback arrival adds delivery, shown on its own row.
+  // Judged twice: the fire time (the wait's resolved_at, an earlier issue's "fire time minus
+  // deadline") and the callback's arrival at the receiver (issue 13's "p99 <= 1 s").
   const timerOk = firedLag.p99 <= TARGETS.timerP99Ms && firedLag.count === tWaitIds.length;
+  const timerCallbacksOk = timerLag.p99 <= TARGETS.timerP99Ms && tMissing === 0;
   const lat = (s: Summary) => `p50 ${fmtMs(s.p50)} / p99 ${fmtMs(s.p99)} / max ${fmtMs(s.max)}`;
 
   const cpus = os.cpus();
@@ -589,31 +593,27 @@ total time ${((now() - t0) / 1000).toFixed(0)} s`);
       ],
     ),
   );
+  const results = [
+    [`pgbench single-row INSERT (-c ${POOL_SIZE} -j 2)`, `${fmtRate(tps)} tps`, "1.000x", "", ""],
+    ["waits/s (open, no timeout, no callback)", `${fmtRate(plainWaitsRate)}/s`, ratio(plainWaitsRate), "", ""],
+    ["waits/s (open, timeout job, no callback)", `${fmtRate(waitsRate)}/s`, ratio(waitsRate), `>= ${TARGETS.timedWaitsOfPlain}x plain`, verdict(waitsRate >= TARGETS.timedWaitsOfPlain * plainWaitsRate)],
+    ["signals/s (no callback)", `${fmtRate(signalsRate)}/s`, ratio(signalsRate), `>= ${TARGETS.signalsRatio}x`, verdict(signalsOk)],
+    ["signals/s (with callback, delivering meanwhile)", `${fmtRate(signalsCbRate)}/s`, ratio(signalsCbRate), "", ""],
+    ["callbacks delivered/s (first signal → last callback)", `${fmtRate(callbacksRate)}/s`, ratio(callbacksRate), "", ""],
+    [`resume latency, 202 → callback @ ${RESUME_RATE}/s (Node http receiver)`, lat(resumeLat), "", `p99 <= ${TARGETS.resumeP99Ms} ms`, verdict(resumeOk)],
+    [`resume latency, sent → callback @ ${RESUME_RATE}/s`, lat(resumeSent), "", "", ""],
+    [`resume latency, 202 → callback @ ${RESUME_RATE / 10}/s (no queueing)`, lat(lowLat), "", "", ""],
+    [`timer lag, fired (resolved_at) − deadline (${TIMER_WAITS} at once)`, lat(firedLag), "", `p99 <= ${fmtMs(TARGETS.timerP99Ms)}`, verdict(timerOk)],
+    [`timer lag, callback received − deadline`, `first ${fmtMs(timerLag.min)} / ${lat(timerLag)}`, "", `p99 <= ${fmtMs(TARGETS.timerP99Ms)}`, verdict(timerCallbacksOk)],
+    ["cross-process wake-up, 202 on A → long-poll answer on B", lat(wake), "", "", ""],
+    ["callbacks/s to one keep-alive receiver (timer burst)", `${fmtRate(deliveryRate)}/s`, ratio(deliveryRate), ">= 5,000/s", verdict(deliveryRate >= 5000)],
+    [`signal burst: ${BURST_SIGNALS} from ${BURST_SENDERS} senders, signals/s`, `${fmtRate(burst.sendRate)}/s`, ratio(burst.sendRate), `>= ${fmtRate(TARGETS.burstSignalsPerS)}/s`, verdict(burst.sendRate >= TARGETS.burstSignalsPerS)],
+    [`signal burst: 202 → callback`, lat(burst.latency), "", "p99 <= 1 s", verdict(burst.latency.p99 <= 1000 && burst.missing === 0)],
+    [`isolation: healthy 202 → callback @ ${HEALTHY_RATE}/s, ${HUNG_WAITS} owed to a hung endpoint`, lat(iso.healthy), "", "p99 <= 50 ms", verdict(iso.healthy.p99 <= 50 && iso.healthyMissing === 0)],
+    [`isolation: timeout lag (fired − deadline), ${iso.timeoutsFired}/${iso.timeouts} fired`, lat(iso.timeoutLag), "", "all fire", verdict(iso.timeoutsFired === iso.timeouts)],
+  ];
   console.log("\n== results ==");
-  console.log(
-    table(
-      ["metric", "value", "vs pgbench tps", "target", "result"],
-      [
-        [`pgbench single-row INSERT (-c ${POOL_SIZE} -j 2)`, `${fmtRate(tps)} tps`, "1.000x", "", ""],
-        ["waits/s (open, no timeout, no callback)", `${fmtRate(plainWaitsRate)}/s`, ratio(plainWaitsRate), "", ""],
-        ["waits/s (open, timeout job, no callback)", `${fmtRate(waitsRate)}/s`, ratio(waitsRate), `>= ${TARGETS.timedWaitsOfPlain}x plain`, verdict(waitsRate >= TARGETS.timedWaitsOfPlain * plainWaitsRate)],
-        ["signals/s (no callback)", `${fmtRate(signalsRate)}/s`, ratio(signalsRate), `>= ${TARGETS.signalsRatio}x`, verdict(signalsOk)],
-        ["signals/s (with callback, delivering meanwhile)", `${fmtRate(signalsCbRate)}/s`, ratio(signalsCbRate), "", ""],
-        ["callbacks delivered/s (first signal → last callback)", `${fmtRate(callbacksRate)}/s`, ratio(callbacksRate), "", ""],
-        [`resume latency, 202 → callback @ ${RESUME_RATE}/s (Node http receiver)`, lat(resumeLat), "", `p99 <= ${TARGETS.resumeP99Ms} ms`, verdict(resumeOk)],
-        [`resume latency, sent → callback @ ${RESUME_RATE}/s`, lat(resumeSent), "", "", ""],
-        [`resume latency, 202 → callback @ ${RESUME_RATE / 10}/s (no queueing)`, lat(lowLat), "", "", ""],
-        [`timer lag, fired (resolved_at) − deadline (${TIMER_WAITS} at once)`, lat(firedLag), "", `p99 <= ${fmtMs(TARGETS.timerP99Ms)}`, verdict(timerOk)],
-        [`timer lag, callback received − deadline`, `first ${fmtMs(timerLag.min)} / ${lat(timerLag)}`, "", "", ""],
-        ["cross-process wake-up, 202 on A → long-poll answer on B", lat(wake), "", "", ""],
-        ["callbacks/s to one keep-alive receiver (timer burst)", `${fmtRate(deliveryRate)}/s`, ratio(deliveryRate), ">= 5,000/s", verdict(deliveryRate >= 5000)],
-        [`signal burst: ${BURST_SIGNALS} from ${BURST_SENDERS} senders, signals/s`, `${fmtRate(burst.sendRate)}/s`, ratio(burst.sendRate), "", ""],
-        [`signal burst: 202 → callback`, lat(burst.latency), "", "p99 <= 1 s", verdict(burst.latency.p99 <= 1000 && burst.missing === 0)],
-        [`isolation: healthy 202 → callback @ ${HEALTHY_RATE}/s, ${HUNG_WAITS} owed to a hung endpoint`, lat(iso.healthy), "", "p99 <= 50 ms", verdict(iso.healthy.p99 <= 50 && iso.healthyMissing === 0)],
-        [`isolation: timeout lag (fired − deadline), ${iso.timeoutsFired}/${iso.timeouts} fired`, lat(iso.timeoutLag), "", "all fire", verdict(iso.timeoutsFired === iso.timeouts)],
-      ],
-    ),
-  );
+  console.log(table(["metric", "value", "vs pgbench tps", "target", "result"], results));
   console.log("\n== where the time went (CPU seconds per operation; % of all cores over the phase) ==");
   const ms = (x: number) => (Number.isNaN(x) ? "n/a" : `${(x * 1000).toFixed(2)} ms`);
   const pct = (x: number) => (Number.isNaN(x) ? "n/a" : `${(x * 100).toFixed(0)}%`);
@@ -659,7 +659,8 @@ total time ${((now() - t0) / 1000).toFixed(0)} s`);
   if (service.lines.length > 0) notes.push(`signalbox wrote ${service.lines.length} log lines at warn or above`);
   if (notes.length > 0) console.log(`\nnotes:\n  ${notes.join("\n  ")}`);
   console.log(`\ntotal time ${((now() - t0) / 1000).toFixed(0)} s`);
-  return signalsOk && resumeOk && timerOk;
+  // Phases not run (BENCH_ONLY) miss their targets too: a strict run is a full one.
+  return results.every((row) => row[4] !== "FAIL");
 }
 
 /**
