@@ -157,16 +157,36 @@ export interface StatementStats {
   /** Statements the clients sent (top level; functions' inner statements not counted). */
   calls: number;
   top: Array<{ calls: number; totalMs: number; rows: number; blocks: number; walBytes: number; query: string; nested: boolean }>;
+  /** Row writes per table since the reset: a non-HOT update writes a new entry into every index of its table. */
+  tables: Array<{ table: string; inserts: number; updates: number; hotUpdates: number; deletes: number }>;
+}
+
+interface TableCounts {
+  table: string;
+  inserts: number;
+  updates: number;
+  hotUpdates: number;
+  deletes: number;
 }
 
 /** pg_stat_statements for one database: reset, then read what ran since. */
 export function statementStats(url: string) {
   const c = postgres(url, { max: 1, onnotice: () => {} });
   const ready = c.unsafe("create extension if not exists pg_stat_statements");
+  // Cumulative counters (pg_stat_statements_reset does not reset them): read before and after.
+  const tableCounts = async (): Promise<TableCounts[]> => {
+    await c.unsafe("select pg_stat_clear_snapshot()");
+    const rows = await c.unsafe<{ table: string; ins: string; upd: string; hot: string; del: string }[]>(`
+      select schemaname || '.' || relname as table, n_tup_ins as ins, n_tup_upd as upd, n_tup_hot_upd as hot, n_tup_del as del
+      from pg_stat_user_tables where schemaname in ('signalbox', 'graphile_worker')`);
+    return rows.map((r) => ({ table: r.table, inserts: Number(r.ins), updates: Number(r.upd), hotUpdates: Number(r.hot), deletes: Number(r.del) }));
+  };
+  let before: TableCounts[] = [];
   return {
     async reset() {
       await ready;
       await c.unsafe("select pg_stat_statements_reset()");
+      before = await tableCounts();
     },
     async read(): Promise<StatementStats> {
       await ready;
@@ -177,7 +197,18 @@ export function statementStats(url: string) {
         where dbid = (select oid from pg_database where datname = current_database())
           and query not ilike '%pg_stat_statements%'
         order by calls desc`);
+      // Table counters reach the shared statistics when a backend is idle for a second at most.
+      await new Promise((r) => setTimeout(r, 1_100));
+      const after = await tableCounts();
+      const tables = after
+        .map((a) => {
+          const b = before.find((x) => x.table === a.table);
+          const less = (k: Exclude<keyof TableCounts, "table">) => a[k] - (b?.[k] ?? 0);
+          return { table: a.table, inserts: less("inserts"), updates: less("updates"), hotUpdates: less("hotUpdates"), deletes: less("deletes") };
+        })
+        .filter((t) => t.inserts + t.updates + t.deletes > 0);
       return {
+        tables,
         calls: rows.filter((r) => r.toplevel).reduce((n, r) => n + Number(r.calls), 0),
         top: rows.map((r) => ({
           calls: Number(r.calls),

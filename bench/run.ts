@@ -644,6 +644,11 @@ total time ${((now() - t0) / 1000).toFixed(0)} s`);
             `${t.nested ? "(nested) " : ""}${t.query.slice(0, 150)}`,
         );
       }
+      console.log(`  row writes per operation: inserted, updated (of them HOT), deleted`);
+      for (const t of p.statements.tables) {
+        const per = (x: number) => (x / p.ops).toFixed(2).padStart(6);
+        console.log(`  ${t.table.padEnd(36)} ${per(t.inserts)} ins ${per(t.updates)} upd (${per(t.hotUpdates)} HOT) ${per(t.deletes)} del`);
+      }
     }
   }
   const notes: string[] = [];
