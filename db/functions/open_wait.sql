@@ -4,7 +4,8 @@
 -- same order under the run's lock: idempotency by key, cancelled run, one open wait per run
 -- and name, the wait and its signal.waiting event, then the oldest usable buffered signal
 -- receives it at once, or a deadline already past times it out at once (both through
--- signalbox.resolve_waits: event, NOTIFY, callback queued), or its timeout job is queued.
+-- signalbox.resolve_waits: event, NOTIFY, callback queued), or its timeout is covered (the
+-- deadline alarm or a job of its own: db/functions/deadline_alarm.sql).
 -- A run continued as another (db/functions/run_chain.sql): the wait opens on the newest run of
 -- its chain, under that run's lock (the key is looked up there), and row_to_json(wait) names it.
 CREATE OR REPLACE FUNCTION "signalbox"."open_wait"(
@@ -76,11 +77,7 @@ BEGIN
     PERFORM signalbox.resolve_waits(ARRAY[p_id], 'timed_out', NULL, '{}'::jsonb, ARRAY[v_wait_row]);
     SELECT * INTO v_wait FROM signalbox.waits w WHERE w.id = p_id;
   ELSIF v_deadline IS NOT NULL THEN
-    -- graphile/worker#580: add_job may return no job under contention on its key; roll back.
-    IF (SELECT j.id FROM signalbox.add_job('expire_wait', json_build_object('id', p_id), v_wait.timeout_at, signalbox.job_max_attempts(),
-                                           signalbox.job_key('expire_wait', p_id), 'replace') j) IS NULL THEN
-      RAISE EXCEPTION 'add_job returned no job' USING ERRCODE = '40001';
-    END IF;
+    PERFORM signalbox.cover_deadline(p_id, v_wait.timeout_at);
   END IF;
   RETURN QUERY SELECT 'created'::text, row_to_json(v_wait);
 END;

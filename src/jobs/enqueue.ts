@@ -2,7 +2,7 @@ import { sql, type SQL } from "drizzle-orm";
 import type { Queryable } from "../db/client.ts";
 
 /** The graphile-worker tasks signalbox defines; the task list in worker/tasks.ts maps each to a verb. */
-export type TaskName = "expire_wait" | "deliver_callback" | "fire_timer" | "poll_sensor" | "deliver_notification" | "deliver_start" | "sweep" | "purge_old_records";
+export type TaskName = "expire_wait" | "expire_due" | "deliver_callback" | "fire_timer" | "poll_sensor" | "deliver_notification" | "deliver_start" | "sweep" | "purge_old_records";
 
 /** graphile-worker attempts of every job (signalbox.job_max_attempts() in SQL; a test proves them equal). */
 export const JOB_MAX_ATTEMPTS = 25;

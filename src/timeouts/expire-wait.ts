@@ -3,6 +3,7 @@ import { withTransaction } from "../db/transaction.ts";
 import type { Deps } from "../deps.ts";
 import { debugPoint } from "../core/debug-point.ts";
 import type { Tx } from "../db/client.ts";
+import { armDeadlineAlarm } from "../jobs/deadline-alarm.ts";
 import { addJob, jobKeys } from "../jobs/enqueue.ts";
 import { lockRun } from "../runs/run-lock.ts";
 import { resolveWaits, type ResolvedWait } from "../waits/resolve-waits.ts";
@@ -21,18 +22,33 @@ export const EXPIRY_BATCH = 1000;
  */
 export async function expireWait(deps: Pick<Deps, "db" | "metrics">, waitId: string): Promise<"timed_out" | "not_waiting" | "rescheduled"> {
   await debugPoint("expire-wait:read", waitId); // tests: the job has started; a signal may commit here
-  let tookOwn = false;
-  for (let batch = 0; batch < 100; batch++) {
-    const step = await withTransaction(deps.db, (tx) => expireDueBatch(deps, tx, waitId));
-    tookOwn ||= step.tookOwn;
-    if (!step.more) break;
-  }
+  const tookOwn = await expireDue(deps, waitId);
   // Usually a batch took this job's own wait; only otherwise look at it alone.
   return tookOwn ? "timed_out" : withTransaction(deps.db, (tx) => expireOwn(deps, tx, waitId));
 }
 
+/**
+ * The deadline alarm's job (db/functions/deadline_alarm.sql): times out every wait that is due,
+ * then arms the alarm again for the next deadline.
+ */
+export async function runDeadlineAlarm(deps: Pick<Deps, "db" | "metrics">): Promise<void> {
+  await expireDue(deps);
+  await armDeadlineAlarm(deps.db);
+}
+
+/** Times out every wait that is due, in batches (up to 100); whether one of them was `ownId`. */
+async function expireDue(deps: Pick<Deps, "db" | "metrics">, ownId?: string): Promise<boolean> {
+  let tookOwn = false;
+  for (let batch = 0; batch < 100; batch++) {
+    const step = await withTransaction(deps.db, (tx) => expireDueBatch(deps, tx, ownId));
+    tookOwn ||= step.tookOwn;
+    if (!step.more) break;
+  }
+  return tookOwn;
+}
+
 /** One batch of due waits whose runs no other transaction holds; `more` when there may be more. */
-async function expireDueBatch(deps: Pick<Deps, "metrics">, tx: Tx, ownId: string): Promise<{ more: boolean; tookOwn: boolean }> {
+async function expireDueBatch(deps: Pick<Deps, "metrics">, tx: Tx, ownId?: string): Promise<{ more: boolean; tookOwn: boolean }> {
   const due = await tx.execute<{ id: string }>(sql`
     select w.id from signalbox.waits w join signalbox.runs r on r.run_id = w.run_id
     where w.status = 'waiting' and w.timeout_at <= now()
@@ -42,7 +58,7 @@ async function expireDueBatch(deps: Pick<Deps, "metrics">, tx: Tx, ownId: string
   // Their timeout jobs have nothing left to do: resolve_waits drops them rather than run them.
   const expired = await resolveWaits(tx, { ids: due.map((w) => w.id) }, { status: "timed_out", dueOnly: true });
   recordLag(deps, expired);
-  const tookOwn = expired.some((w) => w.id === ownId);
+  const tookOwn = ownId !== undefined && expired.some((w) => w.id === ownId);
   if (tookOwn) await debugPoint("expire-wait:resolved", ownId); // tests: resolved, not yet committed
   return { more: due.length === EXPIRY_BATCH, tookOwn };
 }

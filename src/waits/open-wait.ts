@@ -7,6 +7,7 @@ import type { Db, Tx } from "../db/client.ts";
 import { signals, waits } from "../db/schema.ts";
 import { recordEvents } from "../events/events.queries.ts";
 import { addJob, jobKeys } from "../jobs/enqueue.ts";
+import { coverDeadline } from "../jobs/deadline-alarm.ts";
 import { scheduleNotifications } from "./schedule-notifications.ts";
 import { lockNewestRun } from "../runs/run-lock.ts";
 import { loadSignalType } from "../signal-types/signal-type-cache.ts";
@@ -180,7 +181,7 @@ async function armWait(tx: Tx, p: Planned, runId: string, row: { timeoutAt: Date
     await resolveWaits(tx, { ids: [p.id] }, { status: "timed_out" });
     return true;
   }
-  if (row.timeoutAt) await addJob(tx, "expire_wait", { id: p.id }, { runAt: at(row.timeoutAt), jobKey: jobKeys.expire(p.id) });
+  if (row.timeoutAt) await coverDeadline(tx, p.id, at(row.timeoutAt));
   if (p.firesAt) await addJob(tx, "fire_timer", { id: p.id }, { runAt: at(p.firesAt), jobKey: jobKeys.timer(p.id) });
   if (p.kind === "sensor") await addJob(tx, "poll_sensor", { id: p.id }, { jobKey: jobKeys.sensor(p.id) });
   return false;

@@ -2,6 +2,7 @@ import { EventEmitter } from "node:events";
 import pg from "pg";
 import { run, type Runner, type TaskList, type WorkerEvents } from "graphile-worker";
 import { workerLogger } from "../core/logger.ts";
+import { armDeadlineAlarm } from "../jobs/deadline-alarm.ts";
 import { forgetPool, heartbeat, releaseDeadPools, releasePool, scheduleSweep } from "../jobs/worker-pools.ts";
 import { DeliveryEngine } from "../delivery/delivery-engine.ts";
 import { deliveryTaskList, sweepIntervalS, timerTaskList, type TaskDeps } from "./tasks.ts";
@@ -113,6 +114,7 @@ export async function startWorker(deps: TaskDeps, opts: WorkerOptions): Promise<
   // A process that died may have held jobs: release them now rather than at the next sweep.
   await releaseDeadPools(deps.db, deps.workerStaleS);
   await scheduleSweep(deps.db, sweepIntervalS(deps.workerStaleS), true);
+  await armDeadlineAlarm(deps.db); // timed waits opened from now on can rely on it
 
   const status = (): WorkerStatus => {
     const [a, b] = [timers.status(), deliveries.status()];

@@ -7,7 +7,8 @@ import { releaseDeadPools, scheduleSweep } from "../jobs/worker-pools.ts";
 import { purgeExpiredReceipts } from "../signals/signals.queries.ts";
 import { deliverNotification } from "../notifications/deliver-notification.ts";
 import { pollSensor } from "../sensors/poll-sensor.ts";
-import { expireWait } from "../timeouts/expire-wait.ts";
+import { armDeadlineAlarm } from "../jobs/deadline-alarm.ts";
+import { expireWait, runDeadlineAlarm } from "../timeouts/expire-wait.ts";
 import { fireTimer } from "../timers/fire-timer.ts";
 import { purgeOldRecords } from "../retention/purge-old-records.ts";
 import { nextPurgeInS, PURGE_INTERVAL_S, schedulePurge } from "../retention/schedule-purge.ts";
@@ -49,6 +50,9 @@ export function timerTaskList(deps: TaskDeps): TaskList {
     expire_wait: async function expireWaitTask(payload) {
       await expireWait(deps, ById.parse(payload).id);
     },
+    expire_due: async function expireDueTask() {
+      await runDeadlineAlarm(deps);
+    },
     fire_timer: async function fireTimerTask(payload) {
       await fireTimer(deps, ById.parse(payload).id);
     },
@@ -57,6 +61,7 @@ export function timerTaskList(deps: TaskDeps): TaskList {
       if (released.length > 0) deps.log.warn({ pools: released }, "released jobs held by dead worker pools");
       await purgeExpiredReceipts(deps.db);
       await schedulePurge(deps.db, PURGE_INTERVAL_S, true);
+      await armDeadlineAlarm(deps.db); // missing (an upgrade, a fresh database) or pushed back by a failure
       await scheduleSweep(deps.db, sweepIntervalS(deps.workerStaleS), false);
     },
     purge_old_records: async function purgeOldRecordsTask(_payload, helpers) {

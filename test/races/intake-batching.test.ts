@@ -280,8 +280,8 @@ describe("signalbox.accept_signals", () => {
 
   it("a batch holding the run's lock when the timeout job runs wins: the timeout waits for it, then changes nothing", async () => {
     const timeout = holdAt("expire-wait:read");
-    const waitId = (await openWait(app, "lock-race", { signal: "approval", timeout_s: 60, callback_url: engine.url })).body.id;
-    await advanceClock(app, 60);
+    const waitId = (await openWait(app, "lock-race", { signal: "approval", timeout_s: 30, callback_url: engine.url })).body.id;
+    await advanceClock(app, 30);
     expect(await timeout.reached).toBe(waitId); // past the deadline, the timeout job has started and is held
 
     let commit!: () => void;

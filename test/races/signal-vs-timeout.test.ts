@@ -63,11 +63,13 @@ async function expectOneOutcome(run: string, waitId: string, intake: { status: n
   return wait;
 }
 
+// Deadlines within the minute: each wait here has a timeout job of its own (the deadline alarm
+// covers later ones: db/functions/deadline_alarm.sql; test/waits/deadline-alarm.test.ts races it).
 describe("a signal racing its wait's timeout", () => {
   it("signal commits after the timeout job read the wait: the timeout's compare-and-set changes nothing", async () => {
     const timeout = holdAt("expire-wait:read");
-    const wait = await openWait("race-read", 60);
-    await advanceClock(app, 60);
+    const wait = await openWait("race-read", 30);
+    await advanceClock(app, 30);
     expect(await timeout.reached).toBe(wait.id); // the timeout job has read `waiting` and is held
 
     const intake = await sendSignal("race-read");
@@ -82,11 +84,11 @@ describe("a signal racing its wait's timeout", () => {
     // Held inside signalbox.accept_signals, the batched intake production takes, run lock taken.
     const signal = await holdInSql(app, "accept-signals:locked", "race-locked");
     const timeoutRead = observe("expire-wait:read");
-    const wait = await openWait("race-locked", 60);
+    const wait = await openWait("race-locked", 30);
 
     const sending = sendSignal("race-locked");
     expect(await signal.reached).toBe("race-locked");
-    await advanceClock(app, 60); // the deadline passes while the signal holds the run lock
+    await advanceClock(app, 30); // the deadline passes while the signal holds the run lock
     expect(await timeoutRead).toBe(wait.id); // deadline passed, the timeout job runs ...
     await lockWaiters(app.database.sql, 2); // ... and blocks on the run lock the signal holds (the signal waits on the gate)
     signal.release();
@@ -98,8 +100,8 @@ describe("a signal racing its wait's timeout", () => {
 
   it("timeout commits first: the signal queued behind it on the run lock is rejected_not_waiting", async () => {
     const timeout = holdAt("expire-wait:resolved");
-    const wait = await openWait("race-timeout", 60);
-    await advanceClock(app, 60);
+    const wait = await openWait("race-timeout", 30);
+    await advanceClock(app, 30);
     expect(await timeout.reached).toBe(wait.id); // timed out, run lock held, not yet committed
 
     const sending = sendSignal("race-timeout");

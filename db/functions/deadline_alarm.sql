@@ -1,0 +1,83 @@
+-- Timeouts found from the index of open deadlines (waits_open_deadline) rather than one job per
+-- wait. One graphile-worker job, the deadline alarm (task `expire_due`, key 'expire_due'), is
+-- due at the earliest open deadline or before it. When it runs it times out every wait that is
+-- due (src/timeouts/expire-due.ts) and arms itself again for the next deadline.
+--
+-- Opening a wait whose deadline is at or after the alarm's needs no job of its own: the alarm
+-- fires first, and when it arms itself again it does so no later than that deadline. The alarm
+-- runs at least once a minute (deadline_alarm_idle_s); a deadline within that minute, or before
+-- the alarm's, or with no alarm pending (none yet, running, failing) gets its own `expire_wait`
+-- job, as every timed wait did before. Either way the timeout is a graphile-worker job that
+-- survives restarts, and a wait times out once (resolve_waits' compare-and-set).
+--
+-- The race this must not lose: a wait relies on the alarm, and the alarm runs and arms itself
+-- for a later deadline before that wait commits (its query did not see it). An advisory lock
+-- orders the two: an opener relying on the alarm holds it shared until it commits; the alarm
+-- moves later only while it holds it exclusively, so after every such opener committed, and
+-- its query sees their waits. When it cannot have the lock at once, it moves no later than a
+-- moment from now (deadline_alarm_busy_s) and looks again then. Neither waits on the other.
+
+-- The advisory lock's key (any constant; pg_locks shows it as objid 5910 in class 0).
+CREATE OR REPLACE FUNCTION "signalbox"."deadline_alarm_lock"()
+RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT 5910::bigint;
+$$;
+
+-- The alarm is armed at most this far ahead. A deadline sooner than this keeps its own job: the
+-- alarm need not run more often than once a minute for the waits that rely on it.
+CREATE OR REPLACE FUNCTION "signalbox"."deadline_alarm_idle_s"()
+RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT 60::double precision;
+$$;
+
+-- When an opener is in the alarm's way (it may not move later), or a due wait's run was busy:
+-- the alarm looks again this soon.
+CREATE OR REPLACE FUNCTION "signalbox"."deadline_alarm_busy_s"()
+RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+  SELECT 0.1::double precision;
+$$;
+
+-- What times a new wait out (open_wait, src/waits/open-wait.ts): the alarm, when it is pending
+-- and due no later than the deadline, for a deadline a minute away or more; otherwise the wait's
+-- own job. In the opening transaction.
+CREATE OR REPLACE FUNCTION "signalbox"."cover_deadline"(p_wait_id text, p_deadline timestamptz)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+  IF p_deadline >= now() + signalbox.deadline_alarm_idle_s() * interval '1 second' THEN
+    PERFORM pg_advisory_xact_lock_shared(signalbox.deadline_alarm_lock());
+    PERFORM FROM graphile_worker._private_jobs j
+      WHERE j.key = 'expire_due' AND j.locked_at IS NULL AND j.attempts < j.max_attempts AND j.run_at <= p_deadline;
+    IF FOUND THEN
+      RETURN;
+    END IF;
+  END IF;
+  -- graphile/worker#580: add_job may return no job under contention on its key; roll back.
+  IF (SELECT j.id FROM signalbox.add_job('expire_wait', json_build_object('id', p_wait_id), p_deadline, signalbox.job_max_attempts(),
+                                         signalbox.job_key('expire_wait', p_wait_id), 'replace') j) IS NULL THEN
+    RAISE EXCEPTION 'add_job returned no job' USING ERRCODE = '40001';
+  END IF;
+END;
+$$;
+
+-- Arms the alarm for the earliest open deadline (the alarm itself once it has run, and the
+-- sweep, in case the alarm is missing or was pushed back by a failure), no later than a minute
+-- from now; no later than the busy delay from now when an opener holds the lock. A deadline
+-- already past (a wait whose run was busy) is looked at again after the busy delay. Returns the
+-- time set. In a transaction of its own: the lock is held until it commits.
+CREATE OR REPLACE FUNCTION "signalbox"."arm_deadline_alarm"()
+RETURNS timestamptz LANGUAGE plpgsql AS $$
+DECLARE
+  v_quiet constant boolean := pg_try_advisory_xact_lock(signalbox.deadline_alarm_lock());
+  v_busy constant interval := signalbox.deadline_alarm_busy_s() * interval '1 second';
+  v_next timestamptz;
+  v_run_at timestamptz;
+BEGIN
+  SELECT min(w.timeout_at) INTO v_next FROM signalbox.waits w WHERE w.status = 'waiting' AND w.timeout_at IS NOT NULL;
+  v_run_at := least(v_next, now() + CASE WHEN v_quiet THEN signalbox.deadline_alarm_idle_s() * interval '1 second' ELSE v_busy END);
+  IF v_run_at <= now() THEN
+    v_run_at := now() + v_busy;
+  END IF;
+  PERFORM signalbox.add_job('expire_due', '{}'::json, v_run_at, signalbox.job_max_attempts(), 'expire_due', 'replace');
+  RETURN v_run_at;
+END;
+$$;

@@ -1,0 +1,103 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startCallbackReceiver } from "../helpers/callback-receiver.ts";
+import { advanceClock } from "../helpers/clock.ts";
+import { declareType, openWait } from "../helpers/http.ts";
+import { resolutionEvents, settledWait } from "../helpers/race-gates.ts";
+import { startTestApp, type TestApp } from "../helpers/test-app.ts";
+import { waitFor } from "../helpers/wait-for.ts";
+
+// The deadline alarm (db/functions/deadline_alarm.sql): one job due at the earliest open
+// deadline times out the waits whose deadline is a minute away or more; they get no job of
+// their own. Nearer deadlines keep theirs (test/races/signal-vs-timeout.test.ts races those).
+
+let app: TestApp;
+let engine: Awaited<ReturnType<typeof startCallbackReceiver>>;
+
+beforeAll(async () => {
+  app = await startTestApp();
+  engine = await startCallbackReceiver();
+  await declareType(app, "approval", { auth: { scheme: "none" } });
+});
+afterAll(async () => {
+  await app?.close();
+  await engine?.close();
+});
+
+const alarm = async () => {
+  const [row] = await app.database.sql<{ run_at: string; locked: boolean }[]>`
+    select run_at::text, locked_at is not null as locked from graphile_worker.jobs where key = 'expire_due'`;
+  return row && { runAt: new Date(row.run_at), locked: row.locked };
+};
+const ownJobs = async (waitId: string) => {
+  const [row] = await app.database.sql<{ n: number }[]>`select count(*)::int as n from graphile_worker.jobs where key = ${`expire:${waitId}`}`;
+  return row!.n;
+};
+const secondsFromNow = async (at: Date | string) => {
+  const [row] = await app.database.sql<{ s: number }[]>`select extract(epoch from ${new Date(at).toISOString()}::timestamptz - now())::float8 as s`;
+  return row!.s;
+};
+
+describe("the deadline alarm", () => {
+  it("times out a wait an hour away with no job of its own, once, then arms itself for the next deadline", async () => {
+    const first = (await openWait(app, "alarm-1", { signal: "approval", timeout_s: 3600, callback_url: engine.url }, 201)).body;
+    const second = (await openWait(app, "alarm-2", { signal: "approval", timeout_s: 7200, callback_url: engine.url }, 201)).body;
+    expect(await ownJobs(first.id)).toBe(0);
+    expect(await ownJobs(second.id)).toBe(0);
+    expect((await alarm())!.runAt.getTime()).toBeLessThanOrEqual(new Date(first.timeout_at).getTime());
+
+    await advanceClock(app, 3600); // the first deadline is now, and so is the alarm
+    const settled = await settledWait(app, first.id);
+    expect(settled.status).toBe("timed_out");
+    expect((await resolutionEvents(app, "alarm-1")).map((e) => e.type)).toEqual(["signal.timeout"]);
+    await waitFor("the timeout's callback", async () => engine.received.filter((cb) => cb.json.wait.id === first.id), { until: (cbs) => cbs.length === 1 });
+
+    // Armed again, no later than a minute ahead (the second deadline is an hour away).
+    const next = await waitFor("the alarm armed again", alarm, { until: (a) => a !== undefined && !a.locked && a.runAt.getTime() > Date.now() });
+    expect(await secondsFromNow(next!.runAt)).toBeLessThanOrEqual(60);
+    expect((await settledWait(app, second.id, 0)).status).toBe("waiting");
+  });
+
+  it("gives a deadline within the minute a job of its own", async () => {
+    const wait = (await openWait(app, "alarm-near", { signal: "approval", timeout_s: 30 }, 201)).body;
+    expect(await ownJobs(wait.id)).toBe(1);
+    await advanceClock(app, 30);
+    expect((await settledWait(app, wait.id)).status).toBe("timed_out");
+  });
+
+  it("moves no later than a moment from now while a wait relying on it has not committed", async () => {
+    const sql = app.database.sql;
+    const arm = async () => secondsFromNow((await sql<{ at: string }[]>`select signalbox.arm_deadline_alarm()::text as at`)[0]!.at);
+    // A wait two hours away is open (from the first test), so a quiet alarm goes a minute ahead.
+    expect(await arm()).toBeGreaterThan(30);
+
+    let commit!: () => void;
+    const committed = new Promise<void>((r) => (commit = r));
+    let covered!: () => void;
+    const relying = new Promise<void>((r) => (covered = r));
+    const opener = sql.begin(async (tx) => {
+      await tx`select signalbox.cover_deadline('wait_in_flight', now() + interval '3 hours')`;
+      covered();
+      await committed;
+    });
+    await relying;
+    expect(await arm()).toBeLessThanOrEqual(0.2); // it may not move past a deadline it cannot see yet
+    commit();
+    await opener;
+    expect(await arm()).toBeGreaterThan(30);
+  });
+
+  it("times out each of 100 waits relying on it once, opened while it runs", async () => {
+    const opened = await Promise.all(
+      Array.from({ length: 100 }, async (_, i) => {
+        if (i % 10 === 0) await advanceClock(app, 1); // the alarm runs and arms itself while others open
+        return (await openWait(app, `alarm-many-${i}`, { signal: "approval", timeout_s: 60 + (i % 7) }, 201)).body as { id: string };
+      }),
+    );
+    await advanceClock(app, 70);
+    const settled = await Promise.all(opened.map((w) => settledWait(app, w.id)));
+    expect(settled.filter((w) => w.status !== "timed_out")).toEqual([]);
+    const [events] = await app.database.sql<{ n: number }[]>`
+      select count(*)::int as n from signalbox.events where type = 'signal.timeout' and run_id like 'alarm-many-%'`;
+    expect(events!.n).toBe(100);
+  });
+});
