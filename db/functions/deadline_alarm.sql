@@ -1,7 +1,7 @@
 -- Timeouts found from the index of open deadlines (waits_open_deadline) rather than one job per
 -- wait. One graphile-worker job, the deadline alarm (task `expire_due`, key 'expire_due'), is
 -- due at the earliest open deadline or before it. When it runs it times out every wait that is
--- due (src/timeouts/expire-due.ts) and arms itself again for the next deadline.
+-- due (runDeadlineAlarm, src/timeouts/expire-wait.ts) and arms itself again for the next one.
 --
 -- Opening a wait whose deadline is at or after the alarm's needs no job of its own: the alarm
 -- fires first, and when it arms itself again it does so no later than that deadline. The alarm
@@ -15,7 +15,8 @@
 -- orders the two: an opener relying on the alarm holds it shared until it commits; the alarm
 -- moves later only while it holds it exclusively, so after every such opener committed, and
 -- its query sees their waits. When it cannot have the lock at once, it moves no later than a
--- moment from now (deadline_alarm_busy_s) and looks again then. Neither waits on the other.
+-- moment from now (deadline_alarm_busy_s) and looks again then: it never waits for an opener,
+-- and an opener waits at most for the alarm's one arming statement.
 
 -- The advisory lock's key (any constant; pg_locks shows it as objid 5910 in class 0).
 CREATE OR REPLACE FUNCTION "signalbox"."deadline_alarm_lock"()

@@ -22,7 +22,7 @@ export function createMetrics(opts: { defaultMetrics?: boolean } = {}) {
       labelNames: ["outcome"],
       registers: [registry],
     }),
-    timeoutsFired: new Counter({ name: "signalbox_timeouts_fired_total", help: "Waits timed out by their timeout job", registers: [registry] }),
+    timeoutsFired: new Counter({ name: "signalbox_timeouts_fired_total", help: "Waits timed out (by the deadline alarm or their own timeout job)", registers: [registry] }),
     timeoutLag: new Histogram({
       name: "signalbox_timeout_lag_seconds",
       help: "When a timeout fired minus its deadline",
