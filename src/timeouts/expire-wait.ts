@@ -47,11 +47,21 @@ async function expireDue(deps: Pick<Deps, "db" | "metrics">, ownId?: string): Pr
   return tookOwn;
 }
 
-/** One batch of due waits whose runs no other transaction holds; `more` when there may be more. */
+/**
+ * The deadline alarm leaves a wait with a timeout job of its own to that job (which takes every
+ * due wait, these included), so each wait's timeout runs one way or the other, as it was opened.
+ */
+const ownJobAbsent = sql`and not exists (select 1 from graphile_worker._private_jobs j where j.key = signalbox.job_key('expire_wait', w.id))`;
+
+/**
+ * One batch of due waits whose runs no other transaction holds (with no `ownId`, the alarm's:
+ * those relying on it); `more` when there may be more.
+ */
 async function expireDueBatch(deps: Pick<Deps, "metrics">, tx: Tx, ownId?: string): Promise<{ more: boolean; tookOwn: boolean }> {
+  const alarmOnly = ownId === undefined;
   const due = await tx.execute<{ id: string }>(sql`
     select w.id from signalbox.waits w join signalbox.runs r on r.run_id = w.run_id
-    where w.status = 'waiting' and w.timeout_at <= now()
+    where w.status = 'waiting' and w.timeout_at <= now() ${alarmOnly ? ownJobAbsent : sql``}
     order by w.timeout_at limit ${EXPIRY_BATCH}
     for update of r skip locked`);
   if (due.length === 0) return { more: false, tookOwn: false };
