@@ -158,7 +158,7 @@ export interface StatementStats {
   calls: number;
   top: Array<{ calls: number; totalMs: number; rows: number; blocks: number; walBytes: number; query: string; nested: boolean }>;
   /** Row writes per table since the reset: a non-HOT update writes a new entry into every index of its table. */
-  tables: Array<{ table: string; inserts: number; updates: number; hotUpdates: number; deletes: number }>;
+  tables: TableCounts[];
 }
 
 interface TableCounts {

@@ -1,7 +1,8 @@
 -- Timeouts found from the index of open deadlines (waits_open_deadline) rather than one job per
 -- wait. One graphile-worker job, the deadline alarm (task `expire_due`, key 'expire_due'), is
--- due at the earliest open deadline or before it. When it runs it times out every wait that is
--- due (runDeadlineAlarm, src/timeouts/expire-wait.ts) and arms itself again for the next one.
+-- due at the earliest open deadline or before it. When it runs it times out every due wait that
+-- relies on it (runDeadlineAlarm, src/timeouts/expire-wait.ts; a wait with a job of its own is
+-- left to that job) and arms itself again for the next deadline.
 --
 -- Opening a wait whose deadline is at or after the alarm's needs no job of its own: the alarm
 -- fires first, and when it arms itself again it does so no later than that deadline. The alarm

@@ -12,8 +12,7 @@ export async function coverDeadline(tx: Queryable, waitId: string, deadline: SQL
   await tx.execute(sql`select signalbox.cover_deadline(${waitId}::text, ${deadline})`);
 }
 
-/** Arms the alarm for the earliest open deadline (after it ran; the sweep, in case it went missing). Returns when it is due. */
-export async function armDeadlineAlarm(q: Queryable): Promise<Date> {
-  const [row] = await q.execute<{ at: Date | string }>(sql`select signalbox.arm_deadline_alarm() as at`);
-  return new Date(row!.at);
+/** Arms the alarm for the earliest open deadline (after it ran; the sweep, in case it went missing). */
+export async function armDeadlineAlarm(q: Queryable): Promise<void> {
+  await q.execute(sql`select signalbox.arm_deadline_alarm()`);
 }
