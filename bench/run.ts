@@ -69,6 +69,11 @@ const SCALE = process.argv.includes("--scale");
  * BENCH_ONLY=resume,timer runs only the phases named (throughput, resume, wake, timer, burst,
  * isolation); the others print n/a. For iterating on one figure; a full run reports them all.
  * BENCH_TIMELINE=1 prints the timer burst per 100 ms (waits timed out, callbacks received).
+ * BENCH_TIMER_LEAD_S sets how far ahead the timer burst's deadline is (default: just past the
+ * time opening its waits takes); 75 puts it beyond the deadline alarm's minute, so the alarm
+ * job times the waits out instead of a job of each wait's own.
+ * BENCH_SERVICE_LOG=file writes all of the service's output there, each line stamped with the
+ * bench's clock (e.g. with BENCH_NODE_FLAGS=--trace-gc).
  */
 const ONLY = env.BENCH_ONLY ? new Set(env.BENCH_ONLY.split(",").map((s) => s.trim())) : undefined;
 const want = (phase: string) => !ONLY || ONLY.has(phase);
@@ -346,6 +351,7 @@ total time ${((now() - t0) / 1000).toFixed(0)} s`);
       url: appDb.url,
       waits: Number(env.BENCH_SCALE_WAITS ?? 1_000_000),
       servicePid: service.pid,
+      postmasterPid: pids.postmaster,
       log,
       api,
       intake: async (prefix) => {
@@ -495,7 +501,7 @@ total time ${((now() - t0) / 1000).toFixed(0)} s`);
   const tWaitIds: string[] = [];
   if (want("timer")) {
     const openEstimateMs = (TIMER_WAITS / Math.max(1, Number.isNaN(waitsRate) ? 500 : waitsRate)) * 1000;
-    const leadMs = Math.max(15_000, openEstimateMs * 1.25 + 5000);
+    const leadMs = env.BENCH_TIMER_LEAD_S ? Number(env.BENCH_TIMER_LEAD_S) * 1000 : Math.max(15_000, openEstimateMs * 1.25 + 5000);
     const deadline = Math.ceil((Date.now() + leadMs) / 1000) * 1000;
     log(`timer lag: opening ${TIMER_WAITS} waits with timeout_at ${new Date(deadline).toISOString()} (in ${((deadline - Date.now()) / 1000).toFixed(1)} s)`);
     const tOpen = await measured(

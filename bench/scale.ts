@@ -16,7 +16,7 @@
  */
 import { readFileSync } from "node:fs";
 import postgres from "postgres";
-import { settle } from "./cpu.ts";
+import { cpuBetween, cpuSnapshot, settle } from "./cpu.ts";
 import { closedLoop, type LoadResult } from "./load.ts";
 import { fmtMs, fmtRate, now, summarize, table, type Summary } from "./stats.ts";
 
@@ -40,6 +40,8 @@ export interface ScaleBenchOptions {
   url: string;
   waits: number;
   servicePid: number;
+  /** Postgres's postmaster, for the CPU a query costs there (undefined: not measured). */
+  postmasterPid?: number;
   log(msg: string): void;
   api<T = unknown>(method: string, path: string, body?: unknown): Promise<{ status: number; body: T }>;
   /** The default bench's intake phases (runs `<prefix>-<i>`): waits/s, then one signal per wait. */
@@ -60,6 +62,8 @@ export interface QueryFigures {
   failed: number;
   /** The slowest request's filter, and its time. */
   slowest: string;
+  /** CPU a request, over both sets: signalbox's and Postgres's (ms; NaN where not measured). */
+  cpuMs: { service: number; postgres: number };
 }
 
 export interface ScaleBenchResult {
@@ -188,8 +192,11 @@ async function pendingQuery(o: ScaleBenchOptions, name: string, filter: (i: numb
     items += r.body.items.length;
     if (now() - t > slowest.ms) slowest = { ms: now() - t, filter: filter(i) };
   };
+  const pids = { service: o.servicePid, postmaster: o.postmasterPid };
+  const cpuBefore = cpuSnapshot(pids);
   const sequential: LoadResult = await closedLoop({ concurrency: 1, durationMs: Infinity, limit: QUERIES, op });
   const concurrent: LoadResult = await closedLoop({ concurrency: QUERY_CONCURRENCY, durationMs: Infinity, limit: QUERIES, op: (i) => op(i + QUERIES) });
+  const cpu = cpuBetween(cpuBefore, cpuSnapshot(pids));
   const figures = {
     name,
     filters: new Set(Array.from({ length: 2 * QUERIES }, (_, i) => filter(i))).size,
@@ -198,8 +205,12 @@ async function pendingQuery(o: ScaleBenchOptions, name: string, filter: (i: numb
     items: items / (sequential.ok + concurrent.ok),
     failed: sequential.failed + concurrent.failed,
     slowest: `${slowest.filter} (${fmtMs(slowest.ms)})`,
+    cpuMs: { service: (cpu.serviceS * 1000) / (2 * QUERIES), postgres: (cpu.postgresS * 1000) / (2 * QUERIES) },
   };
-  o.log(`scale: ${name}: p50 ${fmtMs(figures.sequential.p50)} / p99 ${fmtMs(figures.sequential.p99)}, ${QUERY_CONCURRENCY} at once p99 ${fmtMs(figures.concurrent.p99)}; slowest: ${figures.slowest}`);
+  o.log(
+    `scale: ${name}: p50 ${fmtMs(figures.sequential.p50)} / p99 ${fmtMs(figures.sequential.p99)}, ${QUERY_CONCURRENCY} at once p99 ${fmtMs(figures.concurrent.p99)}; ` +
+      `CPU a request: signalbox ${fmtMs(figures.cpuMs.service)}, Postgres ${fmtMs(figures.cpuMs.postgres)}; slowest: ${figures.slowest}`,
+  );
   return figures;
 }
 

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import { appendFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { freePort } from "../src/core/free-port.ts";
@@ -37,7 +38,10 @@ export async function startService(env: Record<string, string>, nodeFlags: strin
   });
   const lines: string[] = [];
   let suppressed = 0;
+  // BENCH_SERVICE_LOG=file: all of the service's output, with the bench's clock (e.g. with --trace-gc).
+  const logFile = process.env.BENCH_SERVICE_LOG;
   const onData = (d: Buffer) => {
+    if (logFile) appendFileSync(logFile, d.toString("utf8").replace(/^(?=.)/gm, `${(performance.now() / 1000).toFixed(3)} `));
     for (const line of d.toString("utf8").split("\n")) {
       if (!line.trim()) continue;
       lines.push(line);
