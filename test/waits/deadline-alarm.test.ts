@@ -86,6 +86,22 @@ describe("the deadline alarm", () => {
     expect(await arm()).toBeGreaterThan(30);
   });
 
+  it("is armed again by the sweep when a worker took it and died (its row left locked), and the waits relying on it still time out once", async () => {
+    const wait = (await openWait(app, "alarm-orphaned", { signal: "approval", timeout_s: 3600, callback_url: engine.url }, 201)).body;
+    expect(await ownJobs(wait.id)).toBe(0);
+    // A worker of no live process holds the alarm: nothing will run it or release it soon.
+    await app.database.sql`
+      update graphile_worker._private_jobs set locked_at = now(), locked_by = 'a-worker-that-died', attempts = attempts + 1 where key = 'expire_due'`;
+    expect((await alarm())!.locked).toBe(true);
+    // The sweep (every few seconds, on the wall clock) arms a new alarm beside the orphaned one.
+    await waitFor("a new alarm beside the orphaned one", alarm, { until: (a) => a !== undefined && !a.locked, timeoutMs: 10_000 });
+
+    await advanceClock(app, 3600);
+    expect((await settledWait(app, wait.id)).status).toBe("timed_out");
+    await waitFor("the timeout's callback", async () => engine.received.filter((cb) => cb.json.wait.id === wait.id), { until: (cbs) => cbs.length === 1 });
+    expect((await resolutionEvents(app, "alarm-orphaned")).map((e) => e.type)).toEqual(["signal.timeout"]);
+  });
+
   it("times out each of 100 waits relying on it once, opened while it runs", async () => {
     const opened = await Promise.all(
       Array.from({ length: 100 }, async (_, i) => {
