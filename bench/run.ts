@@ -376,7 +376,7 @@ total time ${((now() - t0) / 1000).toFixed(0)} s`);
     return ok;
   }
 
-  // ---- waits/s: plain (no timeout), then with a timeout job: side by side, the timeout's cost ----
+  // ---- waits/s: plain (no timeout), then with a timeout an hour out: side by side, the timeout's cost ----
   let plainWaits = SKIPPED;
   let waits = SKIPPED;
   let signals = SKIPPED;
