@@ -95,7 +95,7 @@ async function walPosition(c: postgres.Sql): Promise<{ lsn: string; fpi: number 
 }
 
 function walSince(a: { lsn: string; fpi: number }, b: { lsn: string; fpi: number }, ops: number): { bytes: number; fullPages: number } {
-  const at = (lsn: string) => lsn.split("/").reduce((hi, lo) => hi * 2 ** 32 + Number.parseInt(lo, 16), 0);
+  const at = (lsn: string) => lsn.split("/").reduce((high, part) => high * 2 ** 32 + Number.parseInt(part, 16), 0); // "hi/lo" in hex
   return { bytes: (at(b.lsn) - at(a.lsn)) / ops, fullPages: (b.fpi - a.fpi) / ops };
 }
 
