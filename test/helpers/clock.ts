@@ -1,6 +1,7 @@
 import type postgres from "postgres";
 import { vi } from "vitest";
 import { Logger, runOnce, type TaskList } from "graphile-worker";
+import { retryingRollbacks } from "../../src/db/transaction.ts";
 import { taskList } from "../../src/worker/tasks.ts";
 import type { TestApp } from "./test-app.ts";
 
@@ -23,7 +24,10 @@ import type { TestApp } from "./test-app.ts";
  */
 export async function advanceClock(app: TestApp | postgres.Sql, seconds: number): Promise<void> {
   const sql = "database" in app ? app.database.sql : app;
-  await sql.begin(async (tx) => {
+  // It moves every open deadline and job at once, beside the service's own transactions (a
+  // timeout job deleting the jobs of the waits it takes): Postgres may pick it as a deadlock's
+  // victim. Rolled back whole, it is run again, as the service's transactions are.
+  await retryingRollbacks(() => sql.begin(async (tx) => {
     const by = tx`${seconds}::double precision * interval '1 second'`;
     await tx`update signalbox.waits set timeout_at = timeout_at - ${by} where status = 'waiting' and timeout_at is not null`;
     await tx`update signalbox.waits set fires_at = fires_at - ${by} where status = 'waiting' and fires_at is not null`;
@@ -40,7 +44,7 @@ export async function advanceClock(app: TestApp | postgres.Sql, seconds: number)
       select count(*)::int as n from moved`;
     // Delivered at commit, like add_job's own notification: idle workers look for jobs at once.
     if (moved!.n > 0) await tx`select pg_notify('jobs:insert', ${JSON.stringify({ count: moved!.n })})`;
-  });
+  }));
 }
 
 /**
