@@ -79,6 +79,10 @@ BEGIN
   IF v_run_at <= now() THEN
     v_run_at := now() + v_busy;
   END IF;
+  -- A pending alarm is replaced by a new row, not moved in place: a worker whose run of it was
+  -- released as stale (it stalled; the sweep armed it again) completes it by id when it wakes,
+  -- and must delete only the row it ran, not the alarm that replaced it.
+  DELETE FROM graphile_worker._private_jobs j WHERE j.key = 'expire_due' AND j.locked_at IS NULL;
   PERFORM signalbox.add_job('expire_due', '{}'::json, v_run_at, signalbox.job_max_attempts(), 'expire_due', 'replace');
   RETURN v_run_at;
 END;

@@ -49,9 +49,14 @@ async function expireDue(deps: Pick<Deps, "db" | "metrics">, ownId?: string): Pr
 
 /**
  * The deadline alarm leaves a wait with a timeout job of its own to that job (which takes every
- * due wait, these included), so each wait's timeout runs one way or the other, as it was opened.
+ * due wait, these included) while the job runs or is about to, so each wait's timeout runs one
+ * way or the other, as it was opened. Not when the job failed and waits out graphile-worker's
+ * backoff (seconds, then hours) or gave up: then the alarm times the wait out, and
+ * resolve_waits removes the job.
  */
-const ownJobAbsent = sql`and not exists (select 1 from graphile_worker._private_jobs j where j.key = signalbox.job_key('expire_wait', w.id))`;
+const ownJobWillRun = sql`and not exists (
+  select 1 from graphile_worker._private_jobs j
+  where j.key = signalbox.job_key('expire_wait', w.id) and (j.locked_at is not null or (j.attempts < j.max_attempts and j.run_at <= now())))`;
 
 /**
  * One batch of due waits whose runs no other transaction holds (with no `ownId`, the alarm's:
@@ -61,7 +66,7 @@ async function expireDueBatch(deps: Pick<Deps, "metrics">, tx: Tx, ownId?: strin
   const alarmOnly = ownId === undefined;
   const due = await tx.execute<{ id: string }>(sql`
     select w.id from signalbox.waits w join signalbox.runs r on r.run_id = w.run_id
-    where w.status = 'waiting' and w.timeout_at <= now() ${alarmOnly ? ownJobAbsent : sql``}
+    where w.status = 'waiting' and w.timeout_at <= now() ${alarmOnly ? ownJobWillRun : sql``}
     order by w.timeout_at limit ${EXPIRY_BATCH}
     for update of r skip locked`);
   if (due.length === 0) return { more: false, tookOwn: false };

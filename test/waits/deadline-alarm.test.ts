@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { setDebugHook } from "../../src/core/debug-point.ts";
 import { startCallbackReceiver } from "../helpers/callback-receiver.ts";
 import { advanceClock } from "../helpers/clock.ts";
 import { declareType, openWait } from "../helpers/http.ts";
@@ -64,6 +65,28 @@ describe("the deadline alarm", () => {
     expect((await settledWait(app, wait.id)).status).toBe("timed_out");
   });
 
+  it("times out a wait whose own job keeps failing (backing off for seconds, then hours), once, and removes that job", async () => {
+    const wait = (await openWait(app, "alarm-own-failing", { signal: "approval", timeout_s: 20, callback_url: engine.url }, 201)).body;
+    expect(await ownJobs(wait.id)).toBe(1);
+    let failures = 0;
+    setDebugHook("expire-wait:read", (id) => {
+      if (id !== wait.id) return;
+      failures++;
+      throw new Error("the database went away mid-job"); // graphile-worker fails the job: due again after its backoff
+    });
+    try {
+      await advanceClock(app, 20);
+      const settled = await settledWait(app, wait.id, 5);
+      expect(settled.status).toBe("timed_out");
+      expect(failures).toBeGreaterThanOrEqual(1); // its own job ran, failed, and the alarm took the wait
+      await waitFor("the timeout's callback", async () => engine.received.filter((cb) => cb.json.wait.id === wait.id), { until: (cbs) => cbs.length === 1 });
+      expect((await resolutionEvents(app, "alarm-own-failing")).map((e) => e.type)).toEqual(["signal.timeout"]);
+      expect(await ownJobs(wait.id)).toBe(0);
+    } finally {
+      setDebugHook("expire-wait:read", undefined);
+    }
+  });
+
   it("moves no later than a moment from now while a wait relying on it has not committed", async () => {
     const sql = app.database.sql;
     const arm = async () => secondsFromNow((await sql<{ at: string }[]>`select signalbox.arm_deadline_alarm()::text as at`)[0]!.at);
@@ -100,6 +123,20 @@ describe("the deadline alarm", () => {
     expect((await settledWait(app, wait.id)).status).toBe("timed_out");
     await waitFor("the timeout's callback", async () => engine.received.filter((cb) => cb.json.wait.id === wait.id), { until: (cbs) => cbs.length === 1 });
     expect((await resolutionEvents(app, "alarm-orphaned")).map((e) => e.type)).toEqual(["signal.timeout"]);
+  });
+
+  it("stays armed when a worker whose run of it was released as stale (it stalled) wakes and completes that run", async () => {
+    const sql = app.database.sql;
+    const alarmId = async () => (await sql<{ id: string }[]>`select id::text from graphile_worker._private_jobs where key = 'expire_due' and locked_at is null`)[0]?.id;
+    const ran = await waitFor("a pending alarm", alarmId, { until: (id) => id !== undefined });
+    // A worker takes the alarm and stalls past SIGNALBOX_WORKER_STALE_S: the sweep releases its
+    // jobs and arms the alarm again; then the worker wakes and completes its run, by id, as
+    // graphile-worker completes a job.
+    await sql`update graphile_worker._private_jobs set locked_at = now(), locked_by = 'a-stalled-worker', attempts = attempts + 1 where id = ${ran!}::bigint`;
+    await sql`select graphile_worker.force_unlock_workers(array['a-stalled-worker'])`;
+    await sql`select signalbox.arm_deadline_alarm()`;
+    await sql`delete from graphile_worker._private_jobs where id = ${ran!}::bigint`;
+    expect(await alarm()).toMatchObject({ locked: false });
   });
 
   it("times out each of 100 waits relying on it once, opened while it runs", async () => {
