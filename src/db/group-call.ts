@@ -64,7 +64,8 @@ export class GroupCall<I, O> {
       }
     } catch (err) {
       if (group.length === 1 || !pgCode(err)) return group.forEach((c) => c.reject(err));
-      await Promise.all(group.map((c) => this.#send([c])));
+      // One after another: a failed group of hundreds must not take every pooled connection at once.
+      for (const c of group) await this.#send([c]);
     }
   }
 }

@@ -200,9 +200,17 @@ export class DeliveryEngine {
     );
   }
 
+  /**
+   * Each attempt is its own caller of the shared record: they still go in one statement, and one
+   * that cannot be recorded fails alone (the job runs again for it; the rest stay recorded).
+   */
   async #record(items: Array<{ owed: OwedCallback; attempt: AttemptResult }>) {
-    if (items.length === 0) return;
-    const recorded = await this.#records.call(items);
-    items.forEach((item, i) => reportRecorded(this.#deps, item.owed, item.attempt, recorded[i]));
+    const recorded = await Promise.allSettled(items.map((item) => this.#records.call([item])));
+    items.forEach((item, i) => {
+      const r = recorded[i]!;
+      if (r.status === "fulfilled") reportRecorded(this.#deps, item.owed, item.attempt, r.value[0]);
+    });
+    const failed = recorded.find((r) => r.status === "rejected");
+    if (failed) throw failed.reason;
   }
 }

@@ -1,10 +1,13 @@
 import { Agent, request } from "undici";
 import { coarseDelay } from "../core/coarse-delay.ts";
+import { toStorable } from "../core/storable-text.ts";
 import { classifyAttempt, type AttemptVerdict } from "./classify-response.ts";
 import { isJsonContentType, readReply, type ReplyRead } from "./read-reply.ts";
 import { signWebhook } from "./sign-webhook.ts";
 
 export const ATTEMPT_TIMEOUT_MS = 10_000;
+/** An attempt's error is kept up to this length. */
+const MAX_ERROR_CHARS = 500;
 
 export interface AttemptResult {
   verdict: AttemptVerdict;
@@ -60,6 +63,9 @@ export async function postSigned(url: string, eventId: string, body: string, key
     abort?.removeEventListener("abort", onAbort);
   }
   if ("note" in reply) error = reply.note;
+  // Recorded as text: what an endpoint put in it (a parser's message quotes the body) must not
+  // keep the attempt, and the batch recorded with it, from being recorded.
+  if (error !== null) error = toStorable(error.slice(0, MAX_ERROR_CHARS));
   return { verdict: classifyAttempt(status), status, error, seconds: (performance.now() - started) / 1000, ...("value" in reply ? { reply: reply.value } : {}) };
 }
 

@@ -183,6 +183,8 @@ describe("what is stored as the reply", () => {
       [{ status: 200, headers: { "content-type": "application/json" }, body: JSON.stringify({ big: "x".repeat(70_000) }) }, /larger than 65536 bytes/],
       [{ status: 200, headers: { "content-type": "application/json", "transfer-encoding": "chunked" }, body: JSON.stringify({ big: "y".repeat(70_000) }) }, /larger than 65536 bytes/],
       [{ status: 200, headers: { "content-type": "application/json" }, body: "{not json" }, /not JSON/],
+      // The parser's message quotes the body, NUL and all: the attempt's error must still be storable.
+      [{ status: 200, headers: { "content-type": "application/json" }, body: "\u0000" }, /not JSON/],
       [{ status: 200, headers: { "content-type": "application/json" }, body: '{"a":"\\u0000"}' }, /\\u0000 or an unpaired surrogate/],
       [{ status: 200, headers: { "content-type": "application/json" }, body: "[".repeat(100) + "]".repeat(100) }, /deeper than 64/],
     ];
