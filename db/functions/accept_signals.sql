@@ -161,10 +161,14 @@ $$;
 CREATE OR REPLACE FUNCTION "signalbox"."cast_vote"(p_wait_id text, p_run_id text, p_signal_id text, p_quorum jsonb, p_payload text)
 RETURNS boolean LANGUAGE plpgsql AS $$
 DECLARE
-  v_body constant jsonb := p_payload::jsonb;
-  v_response text := CASE WHEN jsonb_typeof(v_body -> 'response') = 'string' THEN v_body ->> 'response' ELSE '' END;
-  v_responder text := CASE WHEN jsonb_typeof(v_body -> 'responder') = 'string' AND v_body ->> 'responder' <> '' THEN v_body ->> 'responder'
-                           ELSE 'anonymous:' || p_signal_id END;
+  -- json, not jsonb: a number jsonb cannot hold (1e200000) is still a valid payload.
+  v_body constant json := p_payload::json;
+  v_response text := CASE WHEN json_typeof(v_body -> 'response') = 'string' THEN v_body ->> 'response' ELSE '' END;
+  v_given text := CASE WHEN json_typeof(v_body -> 'responder') = 'string' THEN v_body ->> 'responder' ELSE '' END;
+  -- The responder is indexed (one vote each): a very long one is kept short and still distinct.
+  v_responder text := CASE WHEN v_given = '' THEN 'anonymous:' || p_signal_id
+                           WHEN length(v_given) > 200 THEN left(v_given, 160) || '…' || md5(v_given)
+                           ELSE v_given END;
   v_counted boolean;
   v_votes jsonb;
 BEGIN

@@ -51,6 +51,9 @@ const AcceptedSchema = z
   .openapi("SignalAccepted");
 
 /** `wait_s` on intake: a hold for the reply, so more than 0 (0 would change nothing but the answer's shape). */
+/** Checked before the body is read, as wait_s: a key too long to index is a 400, not a failed insert. */
+const IdempotencyKey = z.string().max(200).optional().openapi({ description: "Same key and payload again is a duplicate" });
+
 const IntakeQuery = z.object({
   wait_s: z.coerce
     .number()
@@ -152,7 +155,7 @@ const intake = createRoute({
     params: IntakeParams,
     query: IntakeQuery,
     headers: z.object({
-      "idempotency-key": z.string().max(200).optional().openapi({ description: "Same key and payload again is a duplicate" }),
+      "idempotency-key": IdempotencyKey,
       "webhook-id": z.string().optional().openapi({ description: "standard-webhooks: message id (also the idempotency key)" }),
       "webhook-timestamp": z.string().optional().openapi({ description: "standard-webhooks: unix seconds" }),
       "webhook-signature": z.string().optional().openapi({ description: "standard-webhooks: space-separated v1,<base64>" }),
@@ -335,13 +338,15 @@ export function signalsRouter(deps: SignalsRouterDeps) {
     // Checked before the body is read: a bad wait_s changes nothing.
     const query = IntakeQuery.safeParse({ wait_s: c.req.query("wait_s") });
     if (!query.success) return defaultHook({ success: false, error: query.error, target: "query" } as never, c as never) as Response;
+    const key = z.object({ "idempotency-key": IdempotencyKey }).safeParse({ "idempotency-key": c.req.header("idempotency-key") || undefined });
+    if (!key.success) return defaultHook({ success: false, error: key.error, target: "header" } as never, c as never) as Response;
     const body = await readBody(c, deps.config.SIGNALBOX_MAX_BODY_BYTES);
     const management = await deps.isManagementToken(bearerToken(c.req.header("authorization")));
     const answer = await sendSignal(deps, {
       runId: params.data.run,
       signal: params.data.signal,
       body,
-      idempotencyKey: c.req.header("idempotency-key"),
+      idempotencyKey: key.data["idempotency-key"],
       credentials: { management, headers: headerValues(c), nowSeconds: Math.floor(Date.now() / 1000) },
     });
     // Unauthenticated attempts are not in the signal log (anyone can make them): only counted.

@@ -157,6 +157,14 @@ describe("bad input changes nothing", () => {
     });
   });
 
+  it("an Idempotency-Key longer than 200 characters is 400 problem+json at intake, and changes nothing", async () => {
+    for (const key of ["k".repeat(201), "k".repeat(3000)]) {
+      const problem = await expectRefused("POST", "/signals/victim/buffered", { body: "{}", headers: { "idempotency-key": key }, status: 400 });
+      expect(JSON.stringify(problem)).toMatch(/idempotency-key/);
+    }
+    expect(await snapshot()).toBe(baseline);
+  });
+
   describe("invalid run ids and signal names in paths are 4xx", () => {
     const badRuns = ["r".repeat(201), "%20", "a%20b", "..", ".", "%2E%2E", "a%2Fb", "%00", "caf%C3%A9", "a%3Fb", "%", "%ZZ", "a+b", "a,b", "a'b"];
     const routes = (run: string): Array<[string, string, string?]> => [

@@ -154,6 +154,23 @@ describe("quorum", () => {
   });
 });
 
+describe("quorum votes no 5xx can come from", () => {
+  it("a number Postgres's jsonb cannot hold, and a responder too long to index: each a vote, answered 202", async () => {
+    const { body } = await open("q-odd", { signal: "vote", quorum: { count: 3 } });
+    const raw = (text: string) => fetch(`${app.baseUrl}/signals/q-odd/vote`, { method: "POST", body: text }).then((r) => r.status);
+    expect(await raw('{"response": "approve", "responder": "kim", "weight": 1e200000}')).toBe(202);
+    const long = "r".repeat(3000);
+    expect((await send("q-odd", "vote", { response: "approve", responder: long })).status).toBe(202);
+    expect((await send("q-odd", "vote", { response: "approve", responder: long })).status).toBe(202); // the same responder: one vote
+    expect((await send("q-odd", "vote", { response: "approve", responder: `${long}x` })).status).toBe(202); // another one
+    const wait = await settle(body.id);
+    expect(wait.status).toBe("received");
+    expect(wait.votes.approve).toHaveLength(3);
+    expect(wait.votes.approve[0]).toBe("kim");
+    expect(wait.votes.approve[1]).toMatch(/^r{160}…[0-9a-f]{32}$/);
+  });
+});
+
 describe("sensor waits", () => {
   let target: ReturnType<typeof createServer>;
   let base = "";
