@@ -366,7 +366,15 @@ export function signalsRouter(deps: SignalsRouterDeps) {
  */
 async function heldForReply(c: Context, deps: SignalsRouterDeps, answer: AcceptedAnswer, waitS: number): Promise<Response> {
   const held = AbortSignal.any([c.req.raw.signal, deps.shutdown]);
-  const s = await awaitReply(deps, answer.signal_id, waitS, held, true);
+  let s: Awaited<ReturnType<typeof awaitReply>>;
+  try {
+    s = await awaitReply(deps, answer.signal_id, waitS, held, true);
+  } catch (err) {
+    // The signal is accepted (committed): answered as without wait_s, its reply read later with
+    // GET /signals/{id}. A 503 here (the database went away while it was held) would have it sent again.
+    deps.log.warn({ err, signalId: answer.signal_id }, "reading a held signal's reply failed; answered without it");
+    return c.json({ ...answer, reply_pending: true }, answer.outcome === "duplicate" ? 200 : 202);
+  }
   const state = replyState(s);
   const status = answer.outcome === "duplicate" || replyKnown(s) ? 200 : 202;
   return c.json({ ...answer, wait_id: s.waitId ?? answer.wait_id, ...state }, status);

@@ -140,6 +140,26 @@ describe("database faults under load", () => {
     });
   }, 90_000);
 
+  it("a sender held for its reply (wait_s) when Postgres goes away gets its accepted answer (202, reply pending), not a 503", async () => {
+    const slow = await startCallbackReceiver(() => sleep(4000).then(() => 204)); // the reply is still pending when Postgres stops
+    try {
+      const run = "held-reply";
+      expect((await svc.api(`/runs/${run}/waits`, { method: "POST", json: { signal: "load", callback_url: slow.url } })).status).toBe(201);
+      const held = fetch(`${svc.baseUrl}/signals/${run}/load?wait_s=30`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+      await waitFor("the signal accepted (its callback on its way)", () => slow.received.length, { until: (n) => n === 1, timeoutMs: 5000 });
+      await pg.stop("fast");
+      const started = performance.now();
+      const res = await held;
+      expect(performance.now() - started).toBeLessThan(3000);
+      expect(res.status).toBe(202);
+      expect(await res.json()).toMatchObject({ outcome: "received", reply_pending: true });
+    } finally {
+      await pg.start().catch(() => {}); // already running when the test failed before stopping it
+      await answers200(svc, "/readyz", 10_000);
+      await slow.close();
+    }
+  }, 40_000);
+
   it("lost nothing: every 202 is stored, no wait resolved twice, every resolution called back with one webhook-id", async () => {
     const ids = [...new Set(loads.flatMap((l) => [...l.accepted.keys()]))];
     const stored = await pg.admin<{ id: string }[]>`select id from signalbox.signals where id in ${pg.admin(ids)} and sequence is not null`;
