@@ -179,8 +179,14 @@ async function superviseRunner(deps: TaskDeps, opts: RunnerOptions): Promise<Sup
       current = undefined;
       if (me) {
         // Lets running jobs finish; bounded, since completing them needs the database, which may be away.
-        await bounded(me.runner.stop().catch((err: unknown) => deps.log.warn({ err }, "job runner stopped with an error")), STOP_RUNNER_MS);
-        if (me.poolId) await bounded(forgetPool(deps.db, me.poolId).catch(() => {}), 500);
+        let stopped = false;
+        const stop = me.runner.stop().catch((err: unknown) => deps.log.warn({ err }, "job runner stopped with an error"));
+        await bounded(stop.then(() => (stopped = true)), STOP_RUNNER_MS);
+        // A runner that stopped completed or released its jobs. One that did not still holds some:
+        // this process is going, so they are released for another to run now (forgotten, they
+        // would stay locked for graphile-worker's 4 hours). If the database cannot be reached the
+        // pool's row stays, goes stale, and another process releases them.
+        if (me.poolId) await bounded((stopped ? forgetPool : releasePool)(deps.db, me.poolId).catch(() => {}), 500);
       }
       await bounded(pgPool.end().catch(() => {}), 500);
     },
