@@ -180,12 +180,14 @@ export class DeliveryEngine {
     this.#deps.metrics?.deliveriesInFlight.inc();
     const sent = postSigned(owed.url, owed.webhookId, owed.body, this.#deps.secrets.callbackSecret, signal, true).then((attempt) => {
       this.#deps.metrics?.deliveriesInFlight.dec();
-      a.release(attempt.verdict === "retry");
+      a.release(attempt.verdict === "retry", attempt.abandoned);
       return attempt;
     });
     const first = await this.#firstOrNothing(sent);
     if (first) {
-      recordNow.push({ owed, attempt: first.answer });
+      // Abandoned (the job runner stopping): no attempt to record; it is sent again soon.
+      if (first.answer.abandoned) later.push({ owed, inS: 1 });
+      else recordNow.push({ owed, attempt: first.answer });
       return;
     }
     // Slow: the job lets go of it. A job due after the request's time limit keeps it owed.
@@ -193,7 +195,7 @@ export class DeliveryEngine {
     later.push({ owed, inS: (ATTEMPT_TIMEOUT_MS - (Date.now() - started)) / 1000 + 2 });
     this.#inBackground(
       sent.then(async (attempt) => {
-        if (this.#stopped.signal.aborted) return; // stopping: the scheduled job sends it again
+        if (this.#stopped.signal.aborted || attempt.abandoned) return; // stopping: the scheduled job sends it again
         await this.#record([{ owed, attempt }]);
       }),
       { waitId: owed.waitId },

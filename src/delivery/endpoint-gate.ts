@@ -11,7 +11,7 @@
  * caller can schedule it for later instead of holding a job slot for a hung endpoint.
  */
 export type Admission =
-  | { kind: "send"; release(failed: boolean): void }
+  | { kind: "send"; release(failed: boolean, abandoned?: boolean): void }
   | { kind: "backed_off"; failures: number; untilMs: number }
   | { kind: "busy"; retryInMs: number };
 
@@ -108,12 +108,13 @@ export class EndpointGate {
     let released = false;
     return {
       kind: "send",
-      release: (failed: boolean) => {
+      // abandoned: we gave up on the request (our job runner stopping): it says nothing of the host.
+      release: (failed: boolean, abandoned = false) => {
         if (released) return;
         released = true;
         s.inFlight.delete(request);
-        if (failed) this.#failed(host, s);
-        else this.#answered(host, s);
+        if (!abandoned && failed) this.#failed(host, s);
+        else if (!abandoned) this.#answered(host, s);
         this.#wakeOne(s);
         this.#forgetIfIdle(host, s);
       },

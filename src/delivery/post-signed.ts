@@ -20,6 +20,11 @@ export interface AttemptResult {
    * leaves it undefined and says why in `error` (the attempt is delivered all the same).
    */
   reply?: unknown;
+  /**
+   * The caller's abort ended it (its job runner stopping), not the endpoint nor the time limit:
+   * not an attempt the endpoint answered, and not to be recorded or counted against it.
+   */
+  abandoned?: true;
 }
 
 // undici's request() rather than node:http or fetch: measured on one 2-core box, POSTing to one
@@ -66,7 +71,15 @@ export async function postSigned(url: string, eventId: string, body: string, key
   // Recorded as text: what an endpoint put in it (a parser's message quotes the body) must not
   // keep the attempt, and the batch recorded with it, from being recorded.
   if (error !== null) error = toStorable(error.slice(0, MAX_ERROR_CHARS));
-  return { verdict: classifyAttempt(status), status, error, seconds: (performance.now() - started) / 1000, ...("value" in reply ? { reply: reply.value } : {}) };
+  const abandoned = status === undefined && !timedOut && abort?.aborted === true;
+  return {
+    verdict: classifyAttempt(status),
+    status,
+    error,
+    seconds: (performance.now() - started) / 1000,
+    ...("value" in reply ? { reply: reply.value } : {}),
+    ...(abandoned ? { abandoned } : {}),
+  };
 }
 
 /**

@@ -1,0 +1,49 @@
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DeliveryEngine } from "../../src/delivery/delivery-engine.ts";
+import { declareType, intake, openWait } from "../helpers/http.ts";
+import { startTestApp, type TestApp } from "../helpers/test-app.ts";
+
+// A callback in flight when its job is aborted (graphile-worker aborts a pool's jobs a few seconds
+// into its shutdown: the runner restarting after the database went away, or the process stopping)
+// was not answered by the endpoint: it is not recorded as a failed attempt, does not count toward
+// backing the endpoint off, and is sent again by a job of its own.
+
+let app: TestApp;
+let slow: Server;
+let slowUrl = "";
+
+beforeAll(async () => {
+  app = await startTestApp({ worker: false }); // this test runs the delivery itself
+  await declareType(app, "approval", { auth: { scheme: "none" } });
+  slow = createServer((_req, res) => void setTimeout(() => res.end(), 5_000).unref()); // answers, but after the abort
+  await new Promise<void>((r) => slow.listen(0, "127.0.0.1", r));
+  slowUrl = `http://127.0.0.1:${(slow.address() as AddressInfo).port}/resume`;
+});
+afterAll(async () => {
+  await app?.close();
+  slow?.closeAllConnections();
+  await new Promise((r) => slow?.close(r));
+});
+
+describe("a callback whose job is aborted mid-request", () => {
+  it("is no attempt: nothing recorded, the endpoint not backed off, and a job sends it again", async () => {
+    const wait = (await openWait(app, "abandoned", { signal: "approval", callback_url: slowUrl }, 201)).body as { id: string };
+    expect((await intake(app, "abandoned", "approval", "{}")).status).toBe(202);
+    // One failure in a row would back the endpoint off: an abandoned request must not count as one.
+    const engine = new DeliveryEngine(app.deps, { perEndpoint: 4, failuresToBackOff: 1 });
+    const job = new AbortController();
+    setTimeout(() => job.abort(), 200);
+    await engine.deliver([wait.id], job.signal);
+
+    const sql = app.database.sql;
+    expect(await sql`select attempt, outcome, error from signalbox.delivery_attempts where wait_id = ${wait.id}`).toEqual([]);
+    const [w] = await sql<{ delivery_status: string; delivery_attempts: number }[]>`select delivery_status, delivery_attempts from signalbox.waits where id = ${wait.id}`;
+    expect(w).toEqual({ delivery_status: "pending", delivery_attempts: 0 });
+    expect(engine.gate.isBackedOff(new URL(slowUrl).host)).toBe(false);
+    const jobs = await sql<{ n: number }[]>`select count(*)::int as n from graphile_worker.jobs where key = ${`deliver:${wait.id}`} and run_at < now() + interval '5 seconds'`;
+    expect(jobs[0]!.n).toBe(1);
+    await engine.stop();
+  });
+});
