@@ -1,5 +1,5 @@
 import { coarseDelay } from "../core/coarse-delay.ts";
-import { addJobs, jobKeys, type TaskName } from "../jobs/enqueue.ts";
+import { addJobs, jobKeys, type JobSpec, type TaskName } from "../jobs/enqueue.ts";
 import { GroupCall } from "../db/group-call.ts";
 import { findWaitsWithEvents, type WaitWithEvent } from "../waits/waits.queries.ts";
 import { owedCallback, recordAttempts, reportRecorded, type DeliveryDeps, type OwedCallback, type Recorded } from "./deliver-callback.ts";
@@ -13,6 +13,28 @@ import { ATTEMPT_TIMEOUT_MS, postSigned, type AttemptResult } from "./post-signe
  * beyond this, and the callbacks and timeouts behind it go on.
  */
 const HAND_OFF_MS = 1_000;
+
+/** A callback this job does not settle: it is owed again `inS` from now. */
+interface Later {
+  owed: OwedCallback;
+  inS: number;
+  /** Sent and let go of (its answer may still come): a job of its own, under the wait's key. */
+  sent: boolean;
+}
+
+/**
+ * The jobs that keep the callbacks a job did not settle owed. One sent and let go of gets a job
+ * of its own (the wait's key), due after its request's limit. Those not sent (their endpoint
+ * busy, or the job stopping) go together in one batch job, as enqueue_callbacks queues them,
+ * due when the soonest of them may go: thousands owed to one slow endpoint are a few jobs coming
+ * back, not thousands.
+ */
+function deferredJobs(later: Later[]): JobSpec[] {
+  const jobs: JobSpec[] = later.filter((l) => l.sent).map((l) => ({ task: "deliver_callback", payload: { id: l.owed.waitId }, inS: l.inS, jobKey: jobKeys.deliver(l.owed.waitId) }));
+  const unsent = later.filter((l) => !l.sent);
+  if (unsent.length > 0) jobs.push({ task: "deliver_callback", payload: unsent.map((l) => l.owed.waitId), inS: Math.min(...unsent.map((l) => l.inS)) });
+  return jobs;
+}
 
 /** Reads and records in flight at once, and the callbacks one of them takes at most. */
 const GROUPS = { slots: 2, maxItems: 500 };
@@ -88,18 +110,13 @@ export class DeliveryEngine {
   async deliver(waitIds: string[], abort?: AbortSignal): Promise<void> {
     const ids = [...new Set(waitIds)];
     const owed = (await this.#reads.call(ids)).map((found) => found && owedCallback(found)).filter((o): o is OwedCallback => o !== undefined);
-    const later: Array<{ owed: OwedCallback; inS: number }> = [];
+    const later: Later[] = [];
     const recordNow: Array<{ owed: OwedCallback; attempt: AttemptResult }> = [];
     // One signal for the batch's requests: the job's (the worker stopping) or the engine's.
     const signal = abort ? AbortSignal.any([abort, this.#stopped.signal]) : this.#stopped.signal;
     await Promise.all(owed.map((o) => this.#one(o, later, recordNow, signal)));
     await this.#record(recordNow);
-    if (later.length > 0) {
-      await addJobs(
-        this.#deps.db,
-        later.map((l) => ({ task: "deliver_callback", payload: { id: l.owed.waitId }, inS: l.inS, jobKey: jobKeys.deliver(l.owed.waitId) })),
-      );
-    }
+    await addJobs(this.#deps.db, deferredJobs(later));
   }
 
   /**
@@ -161,7 +178,7 @@ export class DeliveryEngine {
     await Promise.allSettled([...this.#background]);
   }
 
-  async #one(owed: OwedCallback, later: Array<{ owed: OwedCallback; inS: number }>, recordNow: Array<{ owed: OwedCallback; attempt: AttemptResult }>, signal: AbortSignal) {
+  async #one(owed: OwedCallback, later: Later[], recordNow: Array<{ owed: OwedCallback; attempt: AttemptResult }>, signal: AbortSignal) {
     const a = await this.gate.admit(owed.host);
     if (a.kind === "backed_off") {
       // Not sent: the endpoint is backed off. Recorded as a failed attempt (retried with the
@@ -173,7 +190,7 @@ export class DeliveryEngine {
     }
     if (a.kind === "busy") {
       this.#deps.metrics?.deliveriesDeferred.inc({ reason: "endpoint_busy" });
-      later.push({ owed, inS: a.retryInMs / 1000 });
+      later.push({ owed, inS: a.retryInMs / 1000, sent: false });
       return;
     }
     const started = Date.now();
@@ -186,13 +203,13 @@ export class DeliveryEngine {
     const first = await this.#firstOrNothing(sent);
     if (first) {
       // Abandoned (the job runner stopping): no attempt to record; it is sent again soon.
-      if (first.answer.abandoned) later.push({ owed, inS: 1 });
+      if (first.answer.abandoned) later.push({ owed, inS: 1, sent: false });
       else recordNow.push({ owed, attempt: first.answer });
       return;
     }
     // Slow: the job lets go of it. A job due after the request's time limit keeps it owed.
     this.#deps.metrics?.deliveriesDeferred.inc({ reason: "slow_endpoint" });
-    later.push({ owed, inS: (ATTEMPT_TIMEOUT_MS - (Date.now() - started)) / 1000 + 2 });
+    later.push({ owed, inS: (ATTEMPT_TIMEOUT_MS - (Date.now() - started)) / 1000 + 2, sent: true });
     this.#inBackground(
       sent.then(async (attempt) => {
         if (this.#stopped.signal.aborted || attempt.abandoned) return; // stopping: the scheduled job sends it again

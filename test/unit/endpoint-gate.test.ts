@@ -42,6 +42,21 @@ describe("EndpointGate", () => {
     expect((await second).kind).toBe("send");
   });
 
+  it("turns a waiter away once it has waited its share while the endpoint answers (slowly): busy, back when the queue ahead has gone", async () => {
+    const { g, advance } = gate({ perEndpoint: 1 });
+    const first = send(await g.admit("a:1"));
+    advance(40);
+    first.release(false); // answered in 40 ms
+    const second = send(await g.admit("a:1"));
+    const waiting = g.admit("a:1");
+    advance(95); // second is young (not stuck), but the waiter has waited 95 % of stuckMs
+    const turned = await waiting;
+    expect(turned).toMatchObject({ kind: "busy" });
+    expect((turned as { retryInMs: number }).retryInMs).toBeGreaterThanOrEqual(1_000);
+    second.release(false);
+    send(await g.admit("a:1")); // and the endpoint takes the next one as before
+  });
+
   it("backs an endpoint off after failures in a row, probes one at a time after, and recovers on an answer", async () => {
     const { g, events, advance } = gate({ perEndpoint: 5, failures: 3 });
     for (let i = 0; i < 2; i++) send(await g.admit("a:1")).release(true);
