@@ -103,6 +103,8 @@ export async function recordAttempts(deps: Pick<Deps, "db" | "config">, items: A
       status_code: attempt.status ?? null,
       error: attempt.error,
       duration_ms: Math.round(attempt.seconds * 1000),
+      // The database's clock dates it (now() minus this), as every other time it keeps.
+      sent_ms_ago: attempt.sentAt === undefined ? null : Math.round(performance.now() - attempt.sentAt),
       callback_host: owed.host,
       reply: attempt.verdict === "delivered" ? (attempt.reply ?? null) : null,
     })),

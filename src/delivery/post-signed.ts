@@ -14,6 +14,8 @@ export interface AttemptResult {
   status?: number;
   error: string | null;
   seconds: number;
+  /** When it was sent (performance.now()): its record says so, however long after it is made. Absent: not sent. */
+  sentAt?: number;
   /**
    * Callbacks: the JSON a delivered attempt's answer carried (application/json, at most 64 KiB),
    * stored as the wait's reply; undefined when it carried none. A body that could not be kept
@@ -77,6 +79,7 @@ export async function postSigned(url: string, eventId: string, body: string, key
     status,
     error,
     seconds: (performance.now() - started) / 1000,
+    sentAt: started,
     ...("value" in reply ? { reply: reply.value } : {}),
     ...(abandoned ? { abandoned } : {}),
   };

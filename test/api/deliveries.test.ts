@@ -7,6 +7,7 @@ import { deliverCallback } from "../../src/delivery/deliver-callback.ts";
 import { encodeCursor } from "../../src/core/pagination.ts";
 import { purgeOldRecords } from "../../src/retention/purge-old-records.ts";
 import { startCallbackReceiver, type ReceivedCallback } from "../helpers/callback-receiver.ts";
+import { advanceClock } from "../helpers/clock.ts";
 import { body, declareType, expectProblem, intake, openWait, readAll } from "../helpers/http.ts";
 import { waitFor } from "../helpers/wait-for.ts";
 import { logCapture } from "../helpers/probes.ts";
@@ -104,6 +105,22 @@ describe("GET /waits/{id}/deliveries", () => {
     const second = await body(app.api(`/waits/${id}/deliveries?limit=1&cursor=${first.next_cursor}`));
     expect(second.items.map((a: Attempt) => a.attempt)).toEqual([2]);
     expect(second.next_cursor).toBeNull();
+  });
+
+  it("an attempt's time is when it was sent, not when it was recorded (a batch's attempts are recorded together)", async () => {
+    const fast = await receiver(() => 204);
+    const slow = await receiver(() => new Promise((r) => setTimeout(() => r(204), 800)));
+    // Two waits timing out together: one delivery job sends both at once and records both once
+    // the slow one has answered.
+    const ids = [];
+    for (const [run, engine] of [["sent-at-fast", fast], ["sent-at-slow", slow]] as const) {
+      ids.push((await openWait(app, run, { signal: "approval", timeout_s: 30, callback_url: engine.url }, 201)).body.id as string);
+    }
+    await advanceClock(app, 30);
+    for (const id of ids) await settled(app, id, "delivered");
+    const [fastAttempt, slowAttempt] = (await Promise.all(ids.map(async (id) => (await attemptsOf(app, id))[0]!))) as [Attempt, Attempt];
+    expect(slowAttempt.duration_ms).toBeGreaterThanOrEqual(700);
+    expect(Math.abs(Date.parse(fastAttempt.started_at) - Date.parse(slowAttempt.started_at))).toBeLessThan(400);
   });
 
   it("no answer is a null status code with the error; the round's last attempt is failed", async () => {
