@@ -42,9 +42,14 @@ interface HostState {
   waiters: Waiter[];
   failures: number;
   trips: number;
+  /** When the last backoff began: a request sent before it failing says nothing new. */
+  trippedAt: number;
   untilMs: number;
   timer?: NodeJS.Timeout;
 }
+
+/** Endpoints kept before the idle ones are forgotten (see #forgetIdle). */
+const MAX_IDLE_HOSTS = 1_000;
 
 export class EndpointGate {
   readonly #hosts = new Map<string, HostState>();
@@ -109,9 +114,15 @@ export class EndpointGate {
     }, ms);
   }
 
+  /** Endpoints it keeps state for (tests: it stays bounded). */
+  tracked(): number {
+    return this.#hosts.size;
+  }
+
   #state(host: string): HostState {
     let s = this.#hosts.get(host);
-    if (!s) this.#hosts.set(host, (s = { inFlight: new Set(), answerMs: 0, waiters: [], failures: 0, trips: 0, untilMs: 0 }));
+    if (!s && this.#hosts.size >= MAX_IDLE_HOSTS) this.#forgetIdle();
+    if (!s) this.#hosts.set(host, (s = { inFlight: new Set(), answerMs: 0, waiters: [], failures: 0, trips: 0, trippedAt: 0, untilMs: 0 }));
     return s;
   }
 
@@ -127,7 +138,7 @@ export class EndpointGate {
         released = true;
         s.inFlight.delete(request);
         s.answerMs = s.answerMs === 0 ? this.#opts.now() - request.at : 0.9 * s.answerMs + 0.1 * (this.#opts.now() - request.at);
-        if (!abandoned && failed) this.#failed(host, s);
+        if (!abandoned && failed) this.#failed(host, s, request.at);
         else if (!abandoned) this.#answered(host, s);
         this.#wakeOne(s);
         this.#forgetIfIdle(host, s);
@@ -143,12 +154,14 @@ export class EndpointGate {
     if (wasBackedOff) this.#opts.onRecover?.(host);
   }
 
-  #failed(host: string, s: HostState) {
+  #failed(host: string, s: HostState, sentAt: number) {
     s.failures++;
     if (s.failures < this.#opts.failuresToBackOff) return;
-    // Failures of requests sent before the backoff began do not extend it.
-    if (s.untilMs > this.#opts.now()) return;
+    // Failures of requests sent before the backoff began neither extend it nor, once it ended
+    // (a hung request fails at its 10 s limit), begin another: only a request sent since can.
+    if (s.untilMs > this.#opts.now() || sentAt < s.trippedAt) return;
     s.trips++;
+    s.trippedAt = this.#opts.now();
     const backoffS = Math.min(this.#opts.maxBackoffS, Math.max(1, this.#opts.backoffBaseS) * 2 ** (s.trips - 1));
     s.untilMs = this.#opts.now() + backoffS * 1000;
     this.#opts.onBackOff?.(host, s.failures, s.untilMs);
@@ -158,6 +171,16 @@ export class EndpointGate {
 
   #wakeOne(s: HostState) {
     s.waiters.shift()?.wake();
+  }
+
+  /**
+   * Hosts that failed and then got no more requests are kept (their count of failures in a row);
+   * past MAX_IDLE_HOSTS, those with nothing in flight, queued or backed off are forgotten, so
+   * callbacks to ever new hosts cannot grow this without bound.
+   */
+  #forgetIdle() {
+    const now = this.#opts.now();
+    for (const [host, s] of this.#hosts) if (s.inFlight.size === 0 && s.waiters.length === 0 && s.untilMs <= now) this.#hosts.delete(host);
   }
 
   /** A healthy host with nothing in flight needs no memory. */

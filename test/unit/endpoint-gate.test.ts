@@ -42,6 +42,27 @@ describe("EndpointGate", () => {
     expect((await second).kind).toBe("send");
   });
 
+  it("a request sent before a backoff that fails after it ended (a hung one, at its limit) begins no new backoff", async () => {
+    const { g, events, advance } = gate({ perEndpoint: 5, failures: 3 });
+    const sent = [];
+    for (let i = 0; i < 5; i++) sent.push(send(await g.admit("a:1")));
+    advance(10);
+    for (const r of sent.slice(0, 3)) r.release(true);
+    expect(events).toEqual(["backoff a:1 3 1s"]);
+    advance(1_001);
+    for (const r of sent.slice(3)) r.release(true); // stragglers of before the backoff
+    expect(events).toEqual(["backoff a:1 3 1s"]);
+    expect(g.isBackedOff("a:1")).toBe(false);
+    send(await g.admit("a:1")).release(true); // a probe sent since: that one counts
+    expect(events.at(-1)).toBe("backoff a:1 6 2s");
+  });
+
+  it("keeps no state without bound for hosts that failed once and were never called again", async () => {
+    const { g } = gate({ perEndpoint: 1, failures: 3 });
+    for (let i = 0; i < 5_000; i++) send(await g.admit(`host-${i}:1`)).release(true);
+    expect(g.tracked()).toBeLessThanOrEqual(1_000);
+  });
+
   it("turns a waiter away once it has waited its share while the endpoint answers (slowly): busy, back when the queue ahead has gone", async () => {
     const { g, advance } = gate({ perEndpoint: 1 });
     const first = send(await g.admit("a:1"));
