@@ -125,7 +125,8 @@ export async function openWait(deps: Pick<Deps, "db" | "config" | "signalTypeCac
       if (type) await scheduleNotifications(tx, { waitId: p.id, timeoutAt: row.timeoutAt, notifyUrl: type.notifyUrl, remindersS: type.remindersS });
     }
     const parent = inserted.find((r) => r.id === parentId)!;
-    const wait = resolvedAny || plan.length > 1 ? (await findWait(tx, parentId))! : { ...parent, result: null };
+    // Read again when arming changed it: resolved, a composite, or a quorum that counted buffered votes.
+    const wait = resolvedAny || plan.length > 1 || input.quorum ? (await findWait(tx, parentId))! : { ...parent, result: null };
     return { wait: toWaitResource(wait), created: true };
   });
 }
@@ -176,7 +177,9 @@ const alreadyOpen = (input: OpenWaitInput, names: string[]) =>
 
 /** Sets up what will end one new wait; returns true when it ended at once (buffered signal, past deadline). */
 async function armWait(tx: Tx, p: Planned, runId: string, row: { timeoutAt: Date | null; overdue: boolean }): Promise<boolean> {
-  if (p.kind === "external" && (await consumeBufferedSignal(tx, runId, p.spec.signal, p.id))) return true;
+  if (p.kind === "external" && p.spec.quorum) {
+    if (await castBufferedVotes(tx, runId, p.spec.signal, p.id, p.spec.quorum)) return true;
+  } else if (p.kind === "external" && (await consumeBufferedSignal(tx, runId, p.spec.signal, p.id))) return true;
   if (row.timeoutAt && row.overdue) {
     await resolveWaits(tx, { ids: [p.id] }, { status: "timed_out" });
     return true;
@@ -203,8 +206,36 @@ function timerFiresAt(timer: TimerSpec): Date {
 }
 
 async function consumeBufferedSignal(tx: Tx, runId: string, signal: string, waitId: string): Promise<boolean> {
-  const [buffered] = await tx
-    .select({ id: signals.id })
+  const [buffered] = await bufferedSignals(tx, runId, signal).limit(1);
+  if (!buffered) return false;
+  await tx.update(signals).set({ waitId }).where(eq(signals.id, buffered.id));
+  await resolveWaits(tx, { ids: [waitId] }, { status: "received", signalId: buffered.id });
+  return true;
+}
+
+/**
+ * A quorum wait takes the votes sent before it opened, in the order the run accepted them, as
+ * intake counts them (signalbox.cast_vote): it is received with the vote that decides it, and
+ * the buffered signals after that one stay for the run's next wait.
+ */
+async function castBufferedVotes(tx: Tx, runId: string, signal: string, waitId: string, quorum: NonNullable<OpenWaitInput["quorum"]>): Promise<boolean> {
+  for (const vote of await bufferedSignals(tx, runId, signal)) {
+    await tx.update(signals).set({ waitId }).where(eq(signals.id, vote.id));
+    const [decided] = await tx.execute<{ decides: boolean }>(
+      sql`select signalbox.cast_vote(${waitId}, ${runId}, ${vote.id}, ${JSON.stringify(quorum)}::jsonb, ${vote.payload}) as decides`,
+    );
+    if (decided?.decides) {
+      await resolveWaits(tx, { ids: [waitId] }, { status: "received", signalId: vote.id });
+      return true;
+    }
+  }
+  return false;
+}
+
+/** The run's signals of this name kept for a wait (unexpired), oldest first, locked. */
+function bufferedSignals(tx: Tx, runId: string, signal: string) {
+  return tx
+    .select({ id: signals.id, payload: signals.payload })
     .from(signals)
     // A started signal (signal-with-start) and those kept behind it have no TTL (as open_wait.sql).
     .where(
@@ -217,12 +248,8 @@ async function consumeBufferedSignal(tx: Tx, runId: string, signal: string, wait
       ),
     )
     .orderBy(asc(signals.sequence)) // the order the run's lock accepted them in (as open_wait.sql)
-    .limit(1)
-    .for("update"); // the retention job skips locked rows: it neither marks this one expired nor deletes it meanwhile
-  if (!buffered) return false;
-  await tx.update(signals).set({ waitId }).where(eq(signals.id, buffered.id));
-  await resolveWaits(tx, { ids: [waitId] }, { status: "received", signalId: buffered.id });
-  return true;
+    .for("update") // the retention job skips locked rows: it neither marks these expired nor deletes them meanwhile
+    .$dynamic();
 }
 
 /** The constraint a Postgres error names (postgres.js puts it on the error drizzle wraps). */

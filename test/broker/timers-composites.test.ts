@@ -154,6 +154,26 @@ describe("quorum", () => {
   });
 });
 
+describe("quorum votes sent before the wait opened (buffered)", () => {
+  it("count as votes when it opens, in the order they came; the wait is received only when they decide it", async () => {
+    await app.api("/signal-types/ballot", { method: "PUT", json: { auth: { scheme: "none" }, buffer_ttl_s: 60 } });
+    for (const responder of ["kim", "kim", "lee"]) expect((await send("q-buffered", "ballot", { response: "approve", responder })).status).toBe(202);
+    const { body } = await open("q-buffered", { signal: "ballot", quorum: { count: 3, veto: ["reject"] } });
+    expect(body).toMatchObject({ status: "waiting", votes: { approve: ["kim", "lee"] } });
+    await send("q-buffered", "ballot", { response: "approve", responder: "max" });
+    const wait = await settle(body.id);
+    expect(wait).toMatchObject({ status: "received", votes: { approve: ["kim", "lee", "max"] } });
+    expect(wait.result.payload).toEqual({ response: "approve", responder: "max" });
+  });
+
+  it("a buffered veto receives the wait as it opens", async () => {
+    for (const [response, responder] of [["approve", "kim"], ["reject", "lee"]]) await send("q-buffered-veto", "ballot", { response, responder });
+    const { body } = await open("q-buffered-veto", { signal: "ballot", quorum: { count: 3, veto: ["reject"] } });
+    expect(body).toMatchObject({ status: "received", votes: { approve: ["kim"], reject: ["lee"] } });
+    expect(body.result.payload).toEqual({ response: "reject", responder: "lee" });
+  });
+});
+
 describe("quorum votes no 5xx can come from", () => {
   it("a number Postgres's jsonb cannot hold, and a responder too long to index: each a vote, answered 202", async () => {
     const { body } = await open("q-odd", { signal: "vote", quorum: { count: 3 } });
