@@ -56,10 +56,15 @@ const PAGE_TYPE = { "content-type": "text/html; charset=utf-8" };
  * API routers (findWaits, getRun, pauseRun, sendSignal, ...), never the other way round.
  */
 export function consoleRouter(deps: ConsoleDeps) {
-  const secret = deps.config.SIGNALBOX_CONSOLE_KEY ? Buffer.from(deps.config.SIGNALBOX_CONSOLE_KEY, "utf8") : deps.secrets.callbackSecret;
+  // Never the callback secret: every engine and receiver holds it to check callbacks, and could
+  // then seal a session. The approval-link signing key is signalbox's alone (and, like a console
+  // key, the same on every replica that shares links).
+  const secret = deps.config.SIGNALBOX_CONSOLE_KEY ? Buffer.from(deps.config.SIGNALBOX_CONSOLE_KEY, "utf8") : deps.secrets.linkKeys[0]!.secret;
   const keys = new SessionKeys(secret);
   // A session made with a key that is no longer configured ends at its next request.
   const liveKeyPrints = new Set(deps.secrets.apiKeys.map((k) => keys.keyPrint(k)));
+  // Nor does one made with tokens no longer accepted (no JWT secret or JWKS configured now).
+  const jwtSignIn = Boolean(deps.config.SIGNALBOX_JWT_SECRET || deps.config.SIGNALBOX_JWKS_URL);
   const signIns = new SignInThrottle(SIGN_IN_RATE);
   const proxies = proxyList(deps.config.SIGNALBOX_TRUSTED_PROXIES);
   const nowS = () => Math.floor(Date.now() / 1000);
@@ -120,7 +125,7 @@ export function consoleRouter(deps: ConsoleDeps) {
 
   app.use(async function requireSession(c, next) {
     const session = keys.open(getCookie(c, SESSION_COOKIE), nowS());
-    if (!session || (session.via === "key" && !liveKeyPrints.has(session.keyPrint ?? ""))) {
+    if (!session || (session.via === "key" && !liveKeyPrints.has(session.keyPrint ?? "")) || (session.via === "jwt" && !jwtSignIn)) {
       if (c.req.method === "GET" || c.req.method === "HEAD") {
         const url = new URL(c.req.url);
         return c.redirect(`${CONSOLE}/sign-in?next=${encodeURIComponent(url.pathname + url.search)}`, 303);

@@ -24,8 +24,8 @@ export class SessionKeys {
   readonly #signing: Buffer;
 
   /**
-   * `secret`: SIGNALBOX_CONSOLE_KEY when set, else the callback secret. Either way the key is
-   * derived (HKDF) for this one purpose, so a session MAC is never a callback signature.
+   * `secret`: SIGNALBOX_CONSOLE_KEY when set, else the approval-link signing key. Either way the
+   * key is derived (HKDF) for this one purpose, so a session MAC is never a link's signature.
    */
   constructor(secret: Uint8Array) {
     this.#signing = Buffer.from(hkdfSync("sha256", secret, "signalbox-console", "session-cookie v1", 32));

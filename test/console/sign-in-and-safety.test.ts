@@ -1,5 +1,6 @@
 import { SignJWT } from "jose";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { SESSION_COOKIE, SessionKeys } from "../../src/console/session.ts";
 import { API_KEY, startTestApp, type TestApp } from "../helpers/test-app.ts";
 import { signInConsole, signInForm } from "./console-client.ts";
 
@@ -108,6 +109,25 @@ describe("signing in", () => {
     for (const cookie of [`${name}=${forged}.${mac}`, `${name}=${body}.${mac!.slice(0, -2)}AA`, `${name}=garbage`]) {
       const res = await get("/console/waits", { headers: { cookie } });
       expect(res.status, cookie).toBe(303);
+    }
+  });
+
+  it("a cookie sealed with the callback secret (every callback receiver holds it) is no session", async () => {
+    const session = { who: "mallory", via: "jwt" as const, exp: Math.floor(Date.now() / 1000) + 600, sid: "x" };
+    const cookie = `${SESSION_COOKIE}=${new SessionKeys(app.deps.secrets.callbackSecret).seal(session)}`;
+    expect((await get("/console/waits", { headers: { cookie } })).status).toBe(303);
+  });
+
+  it("a token-made session is no session where tokens are not accepted (no JWT secret or JWKS)", async () => {
+    const plain = await startTestApp({ worker: false });
+    try {
+      // Sealed with each key a console could have used: none makes a session here.
+      for (const secret of [plain.deps.secrets.linkKeys[0]!.secret, plain.deps.secrets.callbackSecret]) {
+        const cookie = `${SESSION_COOKIE}=${new SessionKeys(secret).seal({ who: "mallory", via: "jwt", exp: Math.floor(Date.now() / 1000) + 600, sid: "x" })}`;
+        expect((await fetch(`${plain.baseUrl}/console/waits`, { redirect: "manual", headers: { cookie } })).status).toBe(303);
+      }
+    } finally {
+      await plain.close();
     }
   });
 
