@@ -109,7 +109,7 @@ export function createApp(deps: AppDeps) {
     metrics.httpDuration.observe({ method: c.req.method, route: c.req.routePath, status: String(c.res.status) }, seconds);
     if (mayLogRequest(sayHeld("request lines", "info"))) {
       // Said here, after the request's log context has ended (the mixin no longer adds it).
-      deps.log.info({ requestId: c.get("requestId"), method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(seconds * 1000) }, "request");
+      deps.log.info({ requestId: c.get("requestId"), method: c.req.method, path: loggedPath(c.req.path), status: c.res.status, ms: Math.round(seconds * 1000) }, "request");
     }
   });
   // Bursts are capped per sender before anything else is done for them, burst twice the rate.
@@ -239,4 +239,12 @@ function describeError(err: unknown) {
     message: firstLine(e?.cause?.message ?? e?.message),
     stack: (e?.stack ?? "").split("\n").filter((l) => l.trimStart().startsWith("at ")).join("\n"),
   };
+}
+
+/** The path as logged: an approval link's token is its bearer's credential, never written to a log. */
+function loggedPath(path: string): string {
+  if (!path.startsWith(APPROVAL_LINK_PREFIX)) return path;
+  const rest = path.slice(APPROVAL_LINK_PREFIX.length);
+  const slash = rest.indexOf("/");
+  return `${APPROVAL_LINK_PREFIX}:token${slash < 0 ? "" : rest.slice(slash)}`;
 }

@@ -108,6 +108,7 @@ export async function respondToLink(deps: Pick<Deps, "db" | "secrets" | "secretB
       throw used();
     case "rejected_not_waiting":
     case "rejected_not_active":
+    case "rejected_unknown_signal": // its signal type was deleted since the link was made
       throw notWaiting();
     case "rejected_invalid_payload":
       throw new LinkError("refused", 422, "This answer was not accepted", "The request no longer accepts this answer in this form. Ask for a new link.", {

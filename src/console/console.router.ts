@@ -30,6 +30,7 @@ import { signalPage } from "./pages/signal-page.ts";
 import { redeliverMatching } from "./redeliver-matching.ts";
 import { securityHeaders } from "./security-headers.ts";
 import { SESSION_COOKIE, SessionKeys, type Session } from "./session.ts";
+import { toStorable } from "../core/storable-text.ts";
 import { signIn } from "./sign-in.ts";
 import { SignInThrottle } from "./sign-in-throttle.ts";
 
@@ -165,7 +166,7 @@ export function consoleRouter(deps: ConsoleDeps) {
   app.post("/runs/:run/:verb{pause|resume|cancel}", async (c) => {
     const runId = runIdOf(c.req.param("run"));
     const form = c.get("form");
-    const reason = (form.get("reason") ?? "").trim().slice(0, 1000) || undefined;
+    const reason = toStorable((form.get("reason") ?? "").trim().slice(0, 1000)) || undefined;
     const input = { runId, by: c.get("session").who, ...(reason ? { reason } : {}) };
     const verb = c.req.param("verb");
     if (verb === "pause") await pauseRun(deps, input);

@@ -4,6 +4,7 @@ import { advanceClock, withProcessClockAhead } from "../helpers/clock.ts";
 import { expectProblem, openWait as open, rawRequest } from "../helpers/http.ts";
 import { checkPageBasics, findAll, textOf } from "../helpers/html-check.ts";
 import { holdAt, releaseAllGates, settledWait } from "../helpers/race-gates.ts";
+import { logCapture } from "../helpers/probes.ts";
 import { LINK_KEYS, startTestApp, type TestApp } from "../helpers/test-app.ts";
 
 // Approval links (API.md "human approvals"): a signed link per response; GET shows a page and
@@ -189,6 +190,35 @@ describe("POST on a link", () => {
     expect((await waitOf(wait.id)).status).toBe("waiting");
     await page(await answer(links.approve!), 200);
     expect((await waitOf(wait.id)).status).toBe("received");
+  });
+});
+
+describe("a link whose signal type was deleted since", () => {
+  it("is a 409 page (no answer is needed any more), not a 5xx", async () => {
+    await declare(app, "short-lived", { auth: { scheme: "none" }, responses: ["approve", "reject"] });
+    const wait = await openWait("deleted-type", { signal: "short-lived" });
+    const { links } = await makeLinks(wait.id);
+    expect((await app.api("/signal-types/short-lived", { method: "DELETE" })).status).toBeLessThan(300);
+    expect((await page(await answer(links.approve!), 409)).h1).toMatch(/No answer is needed/);
+  });
+});
+
+describe("the request log", () => {
+  it("never holds a link's token (the path is logged as /approvals/:token)", async () => {
+    const log = logCapture<{ msg: string; path?: string }>();
+    const logged = await startTestApp({ databaseUrl: app.databaseUrl, worker: false, env: { LOG_LEVEL: "info" }, logStream: log.stream });
+    try {
+      const wait = await openWait("logged-link", { signal: "approval" }, logged);
+      const { links } = await makeLinks(wait.id, { responder: "kim@example.com" }, logged);
+      await visit(links.approve!);
+      await answer(links.approve!);
+      const requests = log.lines.filter((l) => l.msg === "request" && l.path?.startsWith("/approvals/"));
+      expect(requests.length).toBeGreaterThanOrEqual(2);
+      expect(requests.map((l) => l.path)).toEqual(requests.map(() => "/approvals/:token"));
+      expect(JSON.stringify(log.lines)).not.toContain(tokenOf(links.approve!));
+    } finally {
+      await logged.close();
+    }
   });
 });
 

@@ -207,6 +207,17 @@ describe("bad input gets a clear page, never a 5xx", () => {
   });
 });
 
+describe("a run's pause, resume and cancel forms", () => {
+  it("take a reason Postgres could not store as is (NUL, a surrogate pair cut at 1,000 characters): no 5xx", async () => {
+    expect((await app.api("/runs/reason-1/waits", { method: "POST", json: { signal: "approval" } })).status).toBe(201);
+    const op = await signInConsole(app);
+    for (const [verb, reason] of [["pause", "a\u0000b"], ["resume", `${"a".repeat(999)}😀`], ["cancel", "\ud800 alone"]] as const) {
+      const res = await op.post(`/console/runs/reason-1/${verb}`, { reason });
+      expect(res.status, `${verb} ${await res.clone().text()}`).toBe(303);
+    }
+  });
+});
+
 describe("answering approvals over HTTP", () => {
   it("a response the type does not allow, an unknown wait, a wait that is no approval: a page, and nothing recorded", async () => {
     await app.api("/signal-types/decision", { method: "PUT", json: { auth: { scheme: "none" }, responses: ["approve", "reject"] } });
