@@ -1,3 +1,4 @@
+import { setTimeout as delay } from "node:timers/promises";
 import { OpenAPIHono } from "@hono/zod-openapi";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { Scalar } from "@scalar/hono-api-reference";
@@ -141,9 +142,17 @@ export function createApp(deps: AppDeps) {
       },
       inputGuard({ skipBody: isIntake }),
       async function failFastWhileDatabaseDown(c, next) {
+        const availability = deps.availability;
         // Every route but the public ones reads or writes the database: do not queue for it.
-        if (deps.availability && !deps.availability.up && !PUBLIC_PATHS.has(c.req.path)) throw databaseUnavailable();
-        return next();
+        if (!availability || PUBLIC_PATHS.has(c.req.path)) return next();
+        if (!availability.up) throw databaseUnavailable();
+        // Nor wait on one that stopped answering meanwhile: 503 then, after a moment in which a
+        // route that knows better answers itself (an accepted signal held for its reply: 202).
+        const handled = next().then(() => true);
+        const answered = await Promise.race([handled, availability.wentDown.then(() => delay(GRACE_WHEN_DOWN_MS)).then(() => false)]);
+        if (answered) return;
+        handled.catch(() => {}); // it ends when the database answers again, or its connection is dropped
+        throw databaseUnavailable();
       },
     ),
   );
@@ -240,6 +249,9 @@ function describeError(err: unknown) {
     stack: (e?.stack ?? "").split("\n").filter((l) => l.trimStart().startsWith("at ")).join("\n"),
   };
 }
+
+/** How long a request waiting on a database that stopped answering may still answer itself. */
+const GRACE_WHEN_DOWN_MS = 100;
 
 /** The path as logged: an approval link's token is its bearer's credential, never written to a log. */
 function loggedPath(path: string): string {

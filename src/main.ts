@@ -13,7 +13,7 @@ import { openDatabase } from "./db/client.ts";
 import type { EmbeddedDatabase } from "./db/embedded.ts";
 import { describeConnectError } from "./db/connect-error.ts";
 import { migrateDatabase } from "./db/migrate.ts";
-import { DatabaseAvailability } from "./db/availability.ts";
+import { DatabaseAvailability, ping } from "./db/availability.ts";
 import { pingDatabase } from "./db/ping.ts";
 import { loadSignalTypesFile } from "./signal-types/load-signal-types-file.ts";
 import { SignalTypeCache } from "./signal-types/signal-type-cache.ts";
@@ -22,6 +22,12 @@ import { releaseAfterCrash } from "./worker/release-after-crash.ts";
 import { startWorker } from "./worker/runner.ts";
 
 const SHUTDOWN_BUDGET_MS = 9_000;
+/**
+ * How often the database is asked whether it still answers, and how long it has: a request
+ * waiting on a database that stopped answering gets its 503 within about their sum.
+ */
+const HEARTBEAT_EVERY_MS = 500;
+const HEARTBEAT_TIMEOUT_MS = 1_000;
 /** Set by a SIGTERM or SIGINT during start-up: what start-up does next fails, and that is expected. */
 let stoppedWhileStarting = false;
 
@@ -77,6 +83,9 @@ async function main() {
   // While the database is away requests answer 503 at once; when it is back, what may have
   // changed unseen (NOTIFYs are lost meanwhile) is read again.
   const availability = new DatabaseAvailability(database.db);
+  // A connection of its own asks whether the database still answers (see watch).
+  const heartbeat = openDatabase(url, { max: 1 });
+  availability.watch(() => ping(heartbeat.db, HEARTBEAT_TIMEOUT_MS), HEARTBEAT_EVERY_MS);
   availability.onChange((up) => {
     if (up) {
       signalTypeCache.clear();
@@ -171,7 +180,7 @@ async function main() {
     await step("worker", () => worker.stop(), 5_500);
     availability.close();
     await step("listen", () => Promise.all([changes.close(), signalTypeCache.close()]), 500);
-    await step("database", () => database.close(), 1_000);
+    await step("database", () => Promise.all([database.close(), heartbeat.close()]), 1_000);
     await step("embedded", async () => embedded?.stop(), 2_000);
     log.info("stopped");
     process.exit(0);

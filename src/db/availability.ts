@@ -43,7 +43,11 @@ export class DatabaseAvailability {
   #down = false;
   #since = 0;
   #probe: NodeJS.Timeout | undefined;
+  #heartbeat: NodeJS.Timeout | undefined;
   #closed = false;
+  /** Resolves when the database is next marked down: requests waiting on it race this. */
+  #wentDown!: Promise<void>;
+  #markWentDown!: () => void;
   readonly #db: Db;
   readonly #probeMs: number;
   readonly #listeners: Array<(up: boolean) => void> = [];
@@ -51,6 +55,36 @@ export class DatabaseAvailability {
   constructor(db: Db, opts: { probeMs?: number } = {}) {
     this.#db = db;
     this.#probeMs = opts.probeMs ?? 250;
+    this.#armWentDown();
+  }
+
+  #armWentDown() {
+    this.#wentDown = new Promise<void>((resolve) => (this.#markWentDown = resolve));
+  }
+
+  /** Resolves when the database is next marked down (shared by every request waiting on it). */
+  get wentDown(): Promise<void> {
+    return this.#wentDown;
+  }
+
+  /**
+   * Asks `answers` (on a connection of its own: a busy pool is no sign) every `everyMs`
+   * whether the database answers within its time. No error tells of a database that stopped
+   * answering with its connections left open (a host gone silent, frozen, cut off by a
+   * network): this does, and marks it down.
+   */
+  watch(answers: () => Promise<boolean>, everyMs: number): void {
+    let asking = false;
+    this.#heartbeat = setInterval(() => {
+      if (asking || this.#down || this.#closed) return;
+      asking = true;
+      void answers()
+        .then((ok) => {
+          if (!ok) this.markDown();
+        })
+        .finally(() => (asking = false));
+    }, everyMs);
+    this.#heartbeat.unref();
   }
 
   get up(): boolean {
@@ -79,6 +113,7 @@ export class DatabaseAvailability {
     if (!this.#down) {
       this.#down = true;
       this.#since = Date.now();
+      this.#markWentDown();
       this.#emit(false);
     }
     this.#probeSoon();
@@ -96,6 +131,7 @@ export class DatabaseAvailability {
     if (this.#closed) return;
     if (ok && this.#down) {
       this.#down = false;
+      this.#armWentDown();
       this.#emit(true);
     } else if (!ok) {
       this.markDown();
@@ -109,6 +145,7 @@ export class DatabaseAvailability {
   close(): void {
     this.#closed = true;
     clearTimeout(this.#probe);
+    clearInterval(this.#heartbeat);
   }
 }
 

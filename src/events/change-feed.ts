@@ -158,15 +158,15 @@ export class ChangeFeed {
     if (!sql) return false;
     const nonce = Math.random().toString(36).slice(2);
     let timer: NodeJS.Timeout | undefined;
+    // The time limit covers sending the NOTIFY too: a database that stopped answering (a host
+    // gone silent, not a closed connection) must not hold /readyz.
     const heard = new Promise<boolean>((resolve) => {
       this.#probes.set(nonce, () => resolve(true));
       timer = setTimeout(() => resolve(false), timeoutMs);
+      sql.notify(PROBE_CHANNEL, nonce).catch(() => resolve(false));
     });
     try {
-      await sql.notify(PROBE_CHANNEL, nonce);
       return await heard;
-    } catch {
-      return false;
     } finally {
       clearTimeout(timer);
       this.#probes.delete(nonce);

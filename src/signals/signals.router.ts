@@ -295,6 +295,8 @@ export interface SignalsRouterDeps extends Deps {
   changes: ChangeFeed;
   /** Aborted on SIGTERM: requests held for a reply answer at once. */
   shutdown: AbortSignal;
+  /** When the database stops answering, a signal held for its reply is answered without it. */
+  availability?: { readonly wentDown: Promise<void> };
 }
 
 /** `POST`-only paths under /signals: a GET there is 405, not a lookup of a signal with that id. */
@@ -366,15 +368,19 @@ export function signalsRouter(deps: SignalsRouterDeps) {
  */
 async function heldForReply(c: Context, deps: SignalsRouterDeps, answer: AcceptedAnswer, waitS: number): Promise<Response> {
   const held = AbortSignal.any([c.req.raw.signal, deps.shutdown]);
-  let s: Awaited<ReturnType<typeof awaitReply>>;
+  // The signal is accepted (committed): if its reply cannot be read (the database went away or
+  // stopped answering while it was held), it is answered as without wait_s, its reply read later
+  // with GET /signals/{id}. A 503 would have it sent again.
+  const withoutReply = () => c.json({ ...answer, reply_pending: true }, answer.outcome === "duplicate" ? 200 : 202);
+  const databaseGone = deps.availability?.wentDown.then(() => undefined) ?? new Promise<undefined>(() => {});
+  let s: Awaited<ReturnType<typeof awaitReply>> | undefined;
   try {
-    s = await awaitReply(deps, answer.signal_id, waitS, held, true);
+    s = await Promise.race([awaitReply(deps, answer.signal_id, waitS, held, true), databaseGone]);
   } catch (err) {
-    // The signal is accepted (committed): answered as without wait_s, its reply read later with
-    // GET /signals/{id}. A 503 here (the database went away while it was held) would have it sent again.
     deps.log.warn({ err, signalId: answer.signal_id }, "reading a held signal's reply failed; answered without it");
-    return c.json({ ...answer, reply_pending: true }, answer.outcome === "duplicate" ? 200 : 202);
+    return withoutReply();
   }
+  if (s === undefined) return withoutReply();
   const state = replyState(s);
   const status = answer.outcome === "duplicate" || replyKnown(s) ? 200 : 202;
   return c.json({ ...answer, wait_id: s.waitId ?? answer.wait_id, ...state }, status);

@@ -7,7 +7,8 @@ import { badSamples, Load, useManagementKey, type Sample } from "./support/load.
 import { answers200, onDatabase, spawnService, type ServiceProcess } from "../helpers/service-process.ts";
 
 // signalbox (the real process) under load while its Postgres restarts (fast, immediate), goes
-// away for a while, or has its connections killed every second. The process must stay up;
+// away for a while, freezes (SIGSTOP: nothing answers, connections stay open), or has its
+// connections killed every second. The process must stay up;
 // every request answers 2xx/4xx, or 503 with Retry-After, within 2 s; /readyz is 503 while the
 // database is away and 200 after; callbacks and timeouts flow again within 5 s of Postgres being
 // back; nothing accepted is lost and no wait resolves twice; SIGTERM exits 0.
@@ -16,6 +17,7 @@ import { answers200, onDatabase, spawnService, type ServiceProcess } from "../he
 // the long run, 20 restarts). This Postgres is the test's own: the shared one is not touched.
 const TRIALS = Number(process.env.FAULT_TRIALS ?? 3);
 const LONG_OUTAGE_S = Number(process.env.FAULT_OUTAGE_S ?? 20);
+const FROZEN_S = Number(process.env.FAULT_FROZEN_S ?? 8);
 const RECOVERY_MS = 5_000;
 
 let pg: PrivatePostgres;
@@ -130,6 +132,21 @@ describe("database faults under load", () => {
       await pg.start();
     });
   }, 60_000 + LONG_OUTAGE_S * 1000);
+
+  it(`Postgres frozen (SIGSTOP: a host gone silent, its connections open) for ${FROZEN_S} s`, async () => {
+    await trial("frozen", async () => {
+      await pg.freeze();
+      try {
+        const until = performance.now() + FROZEN_S * 1000;
+        while (performance.now() < until) {
+          await expectNotReady();
+          await sleep(1000);
+        }
+      } finally {
+        await pg.thaw();
+      }
+    });
+  }, 60_000 + FROZEN_S * 1000);
 
   it("every signalbox connection killed every second for 8 s", async () => {
     await trial("terminate", async () => {

@@ -21,6 +21,12 @@ export interface PrivatePostgres {
   restart(mode: "fast" | "immediate"): Promise<void>;
   stop(mode?: "fast" | "immediate"): Promise<void>;
   start(): Promise<void>;
+  /**
+   * SIGSTOP to the server and every backend: a database host gone silent (connections stay open,
+   * nothing answers), unlike a stopped one, whose connections fail at once. `thaw` is SIGCONT.
+   */
+  freeze(): Promise<void>;
+  thaw(): Promise<void>;
   /** Terminates every backend whose application_name starts with `prefix`; returns how many. */
   terminateBackends(prefix: string): Promise<number>;
   destroy(): Promise<void>;
@@ -71,6 +77,8 @@ export async function startPrivatePostgres(name: string): Promise<PrivatePostgre
     restart: async (mode) => void (await pgCtl("restart", "-m", mode)),
     stop: async (mode = "fast") => void (await pgCtl("stop", "-m", mode)),
     start: async () => void (await pgCtl("start")),
+    freeze: () => signalServer(dataDir, "SIGSTOP"),
+    thaw: () => signalServer(dataDir, "SIGCONT"),
     async terminateBackends(prefix) {
       const rows = await admin<{ ok: boolean }[]>`
         select pg_terminate_backend(pid) as ok from pg_stat_activity
@@ -83,4 +91,17 @@ export async function startPrivatePostgres(name: string): Promise<PrivatePostgre
       await fs.rm(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/** Sends `signal` to the postmaster of `dataDir` and to each of its children. */
+async function signalServer(dataDir: string, signal: NodeJS.Signals): Promise<void> {
+  const postmaster = Number((await fs.readFile(path.join(dataDir, "postmaster.pid"), "utf8")).split("\n")[0]);
+  const children: number[] = [];
+  for (const entry of await fs.readdir("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    const stat = await fs.readFile(`/proc/${entry}/stat`, "utf8").catch(() => "");
+    // pid (comm) state ppid …: the parent pid is the second field after the command's closing parenthesis.
+    if (Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === postmaster) children.push(Number(entry));
+  }
+  for (const pid of [postmaster, ...children]) process.kill(pid, signal);
 }
