@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { Hono, type Context } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
@@ -60,7 +61,9 @@ export function consoleRouter(deps: ConsoleDeps) {
   // Never the callback secret: every engine and receiver holds it to check callbacks, and could
   // then seal a session. The approval-link signing key is signalbox's alone (and, like a console
   // key, the same on every replica that shares links).
-  const secret = deps.config.SIGNALBOX_CONSOLE_KEY ? Buffer.from(deps.config.SIGNALBOX_CONSOLE_KEY, "utf8") : deps.secrets.linkKeys[0]!.secret;
+  // (There is always a link key, generated when none is configured; none only where the app is
+  // built to describe it, for the OpenAPI document: then a key of the moment.)
+  const secret = deps.config.SIGNALBOX_CONSOLE_KEY ? Buffer.from(deps.config.SIGNALBOX_CONSOLE_KEY, "utf8") : (deps.secrets.linkKeys[0]?.secret ?? randomBytes(32));
   const keys = new SessionKeys(secret);
   // A session made with a key that is no longer configured ends at its next request.
   const liveKeyPrints = new Set(deps.secrets.apiKeys.map((k) => keys.keyPrint(k)));

@@ -1,4 +1,4 @@
-import { ServiceError } from "../core/errors.ts";
+import { NotFoundError, ServiceError } from "../core/errors.ts";
 import { databaseNow, countPayloadNotKept, listRedriveCandidates, type RedriveMatch, type RedrivePosition } from "./redrive.queries.ts";
 import { redriveSignal, REDRIVABLE_OUTCOMES, type RedrivableOutcome, type RedriveDeps } from "./redrive-signal.ts";
 import type { Outcome } from "./signal-outcome.ts";
@@ -57,7 +57,8 @@ export async function redriveMatching(deps: RedriveDeps, filter: RedriveFilter, 
       } catch (err) {
         // Another request redrove it between the page and here: theirs stands.
         if (err instanceof ServiceError && err.title === "already_redriven") summary.skipped.already_redriven++;
-        else throw err;
+        // Retention removed it between the page and here (the oldest go first): nothing to send.
+        else if (!(err instanceof NotFoundError)) throw err;
       }
     }
     if (page.length < PAGE) return summary;

@@ -2,7 +2,7 @@ import { ServiceError, NotFoundError } from "../core/errors.ts";
 import type { Db } from "../db/client.ts";
 import { pgCode, withTransaction } from "../db/transaction.ts";
 import type { Deps } from "../deps.ts";
-import { findRedriveOf, lockRedriveSource, markRedriven, type RedriveSource } from "./redrive.queries.ts";
+import { findRedriveOf, forOneWait, lockRedriveSource, markRedriven, type RedriveSource } from "./redrive.queries.ts";
 import { sendSignal } from "./send-signal.ts";
 import type { IntakeAnswer } from "./signal-outcome.ts";
 
@@ -27,6 +27,11 @@ export class AlreadyRedrivenError extends ServiceError {
 export class NotRedrivableError extends ServiceError {
   constructor(id: string, outcome: string) {
     super(409, "not_redrivable", `signal '${id}' is '${outcome}': only ${REDRIVABLE_OUTCOMES.join(", ")} signals can be redriven`, { signal_outcome: outcome });
+  }
+}
+export class AnswerForOneWaitError extends ServiceError {
+  constructor(id: string) {
+    super(409, "not_redrivable", `signal '${id}' answered one wait (an approval link, or an operator in the console), which has ended: sent again it would answer another`);
   }
 }
 export class PayloadNotKeptError extends ServiceError {
@@ -59,6 +64,7 @@ export async function redriveSignal(deps: RedriveDeps, signalId: string): Promis
       const redrivenAs = await findRedriveOf(tx, signalId);
       if (redrivenAs !== undefined) throw new AlreadyRedrivenError(signalId, redrivenAs);
       if (!(REDRIVABLE_OUTCOMES as readonly string[]).includes(source.outcome)) throw new NotRedrivableError(signalId, source.outcome);
+      if (forOneWait(source.idempotencyKey)) throw new AnswerForOneWaitError(signalId);
       if (source.payload === null) throw new PayloadNotKeptError(source);
 
       // Intake in this transaction (drizzle nests its own as a savepoint): whatever it records,

@@ -60,8 +60,16 @@ export interface RedriveMatch {
   until: string;
 }
 
+/**
+ * An answer made for one wait (an approval link's, an operator's in the console): their keys
+ * name the link or the wait. Never sent again: it would answer whichever wait of that name the
+ * run has now, not the one it was made for.
+ */
+export const forOneWait = (key: string | null): boolean => key !== null && (key.startsWith("link:") || key.startsWith("console:"));
+const notForOneWait = sql`not coalesce(${signals.idempotencyKey} like 'link:%' or ${signals.idempotencyKey} like 'console:%', false)`;
+
 function matching(f: RedriveMatch): SQL[] {
-  const conditions: SQL[] = [or(...f.outcomes.map(outcomeIs))!, sql`${signals.receivedAt} < ${f.until}::timestamptz`];
+  const conditions: SQL[] = [or(...f.outcomes.map(outcomeIs))!, sql`${signals.receivedAt} < ${f.until}::timestamptz`, notForOneWait];
   if (f.before !== undefined) conditions.push(sql`${signals.receivedAt} < ${f.before}::timestamptz`);
   if (f.signal !== undefined) conditions.push(eq(signals.signal, f.signal));
   if (f.runId !== undefined) conditions.push(eq(signals.runId, f.runId));

@@ -203,6 +203,31 @@ describe("a link whose signal type was deleted since", () => {
   });
 });
 
+describe("an answer that came too late", () => {
+  it("is never redriven to the run's next wait of that name (one by one: 409 not_redrivable; in bulk: not taken)", async () => {
+    const first = await openWait("late-answer", { signal: "approval" });
+    const { links } = await makeLinks(first.id);
+    // The answer passes its checks, then its wait is cancelled before intake: intake records it
+    // as rejected_not_waiting.
+    const gate = holdAt("respond-to-link:checked");
+    const held = answer(links.approve!);
+    expect(await gate.reached).toBe(first.id);
+    expect((await app.api(`/waits/${first.id}/cancel`, { method: "POST", json: {} })).status).toBeLessThan(300);
+    gate.release();
+    await page(await held, 409);
+    const [late] = (await signalsOf("late-answer")).filter((s) => s.outcome === "rejected_not_waiting");
+    expect(late.idempotency_key).toMatch(/^link:/);
+
+    const next = await openWait("late-answer", { signal: "approval" });
+    const one = await app.api("/signals/redrive", { method: "POST", json: { signal_id: late.id } });
+    expect(one.status).toBe(409);
+    expect(await one.json()).toMatchObject({ title: "not_redrivable" });
+    const bulk = await app.api("/signals/redrive", { method: "POST", json: { filter: { run: "late-answer" } } });
+    expect(await bulk.json()).toMatchObject({ redriven: 0 });
+    expect((await waitOf(next.id)).status).toBe("waiting");
+  });
+});
+
 describe("the request log", () => {
   it("never holds a link's token (the path is logged as /approvals/:token)", async () => {
     const log = logCapture<{ msg: string; path?: string }>();
