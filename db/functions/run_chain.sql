@@ -58,6 +58,7 @@ DECLARE
   v_newest record;
   v_signal record;
   v_wait_id text;
+  v_quorum jsonb;
   v_seq bigint;
   v_moved jsonb := '[]'::jsonb;
   v_kept jsonb := '[]'::jsonb;
@@ -103,7 +104,7 @@ BEGIN
     VALUES (p_target, 'run.continued_from', jsonb_build_object('continued_from', p_run_id, 'by', p_by, 'reason', p_reason));
 
   FOR v_signal IN
-    SELECT s.id, s.signal, s.sequence, s.idempotency_key, s.received_at FROM signalbox.signals s
+    SELECT s.id, s.signal, s.sequence, s.idempotency_key, s.received_at, s.payload FROM signalbox.signals s
       -- A started signal (signal-with-start) and those kept behind it have no TTL: they move too.
       WHERE s.run_id = p_run_id AND s.outcome IN ('buffered', 'started') AND s.wait_id IS NULL
         AND (s.buffer_expires_at IS NULL OR s.buffer_expires_at > now())
@@ -117,15 +118,18 @@ BEGIN
       CONTINUE;
     END IF;
     UPDATE signalbox.runs r SET last_sequence = r.last_sequence + 1 WHERE r.run_id = v_newest.run_id RETURNING r.last_sequence INTO v_seq;
-    SELECT w.id INTO v_wait_id FROM signalbox.waits w WHERE w.run_id = v_newest.run_id AND w.signal = v_signal.signal AND w.status = 'waiting';
+    SELECT w.id, w.quorum INTO v_wait_id, v_quorum FROM signalbox.waits w WHERE w.run_id = v_newest.run_id AND w.signal = v_signal.signal AND w.status = 'waiting';
     -- Taken by the new run now: its log and its waits take signals in received_at order, which
     -- is then sequence order (the time it first came is kept in run.continued).
     UPDATE signalbox.signals s SET run_id = v_newest.run_id, sequence = v_seq, wait_id = v_wait_id, received_at = now() WHERE s.id = v_signal.id;
     v_moved := v_moved || jsonb_build_object('signal_id', v_signal.id, 'signal', v_signal.signal, 'from_sequence', v_signal.sequence, 'sequence', v_seq,
                                              'first_received_at', v_signal.received_at);
     IF v_wait_id IS NOT NULL THEN
-      -- The new run already waits for it: received now, as a buffered signal is by a wait that opens.
-      PERFORM signalbox.resolve_waits(ARRAY[v_wait_id], 'received', ARRAY[v_signal.id]);
+      -- The new run already waits for it: received now, as a buffered signal is by a wait that
+      -- opens; a quorum wait counts it as a vote, and is received once the votes decide it.
+      IF v_quorum IS NULL OR signalbox.cast_vote(v_wait_id, v_newest.run_id, v_signal.id, v_quorum, v_signal.payload) THEN
+        PERFORM signalbox.resolve_waits(ARRAY[v_wait_id], 'received', ARRAY[v_signal.id]);
+      END IF;
     ELSE
       INSERT INTO signalbox.events (run_id, type, signal_id, data)
         VALUES (v_newest.run_id, 'signal.buffered', v_signal.id,

@@ -57,6 +57,16 @@ describe("POST /runs/{run}/continue", () => {
     expect((await openWait(app, "c1", { signal: "kept", key: "second" }, 201)).body).toMatchObject({ run_id: "c1-next", status: "received", result: { sequence: 2 } });
   });
 
+  it("a buffered vote moved to a new run whose quorum wait is open counts as a vote: received only once the votes decide it", async () => {
+    await declareType(app, "ballot", { auth: { scheme: "none" }, buffer_ttl_s: 600 });
+    const quorum = (await openWait(app, "q-next", { signal: "ballot", quorum: { count: 3 } }, 201)).body;
+    for (const responder of ["kim", "lee"]) expect((await intake(app, "q-old", "ballot", JSON.stringify({ response: "approve", responder }))).body).toMatchObject({ outcome: "buffered" });
+    expect((await continueRun("q-old", { run_id: "q-next" })).status).toBe(200);
+    expect(await body(app.api(`/waits/${quorum.id}`))).toMatchObject({ status: "waiting", votes: { approve: ["kim", "lee"] } });
+    expect((await intake(app, "q-next", "ballot", JSON.stringify({ response: "approve", responder: "max" }))).body).toMatchObject({ outcome: "received" });
+    expect(await body(app.api(`/waits/${quorum.id}`))).toMatchObject({ status: "received", votes: { approve: ["kim", "lee", "max"] } });
+  });
+
   it("applies later signals and waits addressed to any run of the chain to its newest run; intake answers name it", async () => {
     expect((await continueRun("ch-a", { run_id: "ch-b" })).status).toBe(200);
     expect((await continueRun("ch-b", { run_id: "ch-c" })).status).toBe(200);
