@@ -105,15 +105,30 @@ export function consoleRouter(deps: ConsoleDeps) {
       const retry = String(Math.ceil(waitS));
       return render(c, signInPage({ next: CONSOLE, problem: `Too many failed sign-ins from your address: try again in ${retry} s.` }), 429, { "retry-after": retry });
     };
+    // A form posted from another site would sign this browser in as whoever's credential it
+    // carries (login CSRF): browsers say where a request comes from.
+    const site = c.req.header("sec-fetch-site");
+    if (site !== undefined && site !== "same-origin" && site !== "none") {
+      return render(c, errorPage({}, "This form cannot be used", "It was not sent from this console; nobody was signed in."), 403);
+    }
     const blockedS = signIns.waitS(address, Date.now());
     if (blockedS > 0) return tooMany(blockedS);
-    const form = await readForm(c);
+    if (!signIns.begin(address)) return tooMany(1);
+    let form: URLSearchParams;
+    let result: Awaited<ReturnType<typeof signIn>>;
+    try {
+      form = await readForm(c);
+      const credential = form.get("credential") ?? "";
+      result = await signIn({ credential, name: form.get("name") ?? "" }, { verifyToken: deps.verifyToken, apiKeys: deps.secrets.apiKeys, keys, sessionS: deps.config.SIGNALBOX_CONSOLE_SESSION_S, nowS: nowS() });
+      if (!result.ok) signIns.failed(address, Date.now());
+    } finally {
+      signIns.done(address);
+    }
     const next = safeNext(form.get("next") ?? undefined);
     const name = form.get("name") ?? "";
-    const result = await signIn({ credential: form.get("credential") ?? "", name }, { verifyToken: deps.verifyToken, apiKeys: deps.secrets.apiKeys, keys, sessionS: deps.config.SIGNALBOX_CONSOLE_SESSION_S, nowS: nowS() });
     if (!result.ok) {
       deps.log.info({ address }, "console sign-in refused");
-      const waitS = signIns.failed(address, Date.now());
+      const waitS = signIns.waitS(address, Date.now());
       if (waitS > 0) return tooMany(waitS);
       return render(c, signInPage({ next, name, problem: result.problem }), 401);
     }

@@ -11,6 +11,8 @@ const MAX_BLOCKED = 10_000;
 export class SignInThrottle {
   readonly #failures: TokenBuckets;
   readonly #blockedUntil = new Map<string, number>();
+  /** Addresses whose credential is being checked: one check at a time each, so a burst sent at once is counted as it goes, not after. */
+  readonly #checking = new Set<string>();
 
   constructor(rate: Rate) {
     this.#failures = new TokenBuckets(rate);
@@ -25,6 +27,17 @@ export class SignInThrottle {
       return 0;
     }
     return (until - nowMs) / 1000;
+  }
+
+  /** Whether the address may have a credential checked now (none of its own is being checked); then `done` when it is. */
+  begin(address: string): boolean {
+    if (this.#checking.has(address)) return false;
+    this.#checking.add(address);
+    return true;
+  }
+
+  done(address: string): void {
+    this.#checking.delete(address);
   }
 
   /** Counts a failed attempt; returns the seconds the address is now blocked for (0: not blocked). */

@@ -131,6 +131,19 @@ describe("signing in", () => {
     }
   });
 
+  it("a sign-in form posted from another site signs nobody in (login CSRF); from the console itself it does", async () => {
+    const form = (site: string) => {
+      const init = signInForm({ credential: API_KEY, name: "Kim", next: "/console" });
+      return { ...init, headers: { ...(init.headers as Record<string, string>), "sec-fetch-site": site } };
+    };
+    for (const site of ["cross-site", "same-site"]) {
+      const res = await get("/console/sign-in", form(site));
+      expect(res.status, site).toBe(403);
+      expect(res.headers.getSetCookie()).toEqual([]);
+    }
+    expect((await get("/console/sign-in", form("same-origin"))).status).toBe(303);
+  });
+
   it("the session cookie is no bearer token: the API still asks for one", async () => {
     const op = await signInConsole(app);
     const res = await get("/waits", { headers: { cookie: op.cookie } });
