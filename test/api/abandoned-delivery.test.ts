@@ -1,7 +1,6 @@
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DeliveryEngine } from "../../src/delivery/delivery-engine.ts";
+import { startCallbackReceiver } from "../helpers/callback-receiver.ts";
 import { declareType, intake, openWait } from "../helpers/http.ts";
 import { startTestApp, type TestApp } from "../helpers/test-app.ts";
 
@@ -11,25 +10,22 @@ import { startTestApp, type TestApp } from "../helpers/test-app.ts";
 // backing the endpoint off, and is sent again by a job of its own.
 
 let app: TestApp;
-let slow: Server;
-let slowUrl = "";
+/** Answers, but after the abort. */
+let slow: Awaited<ReturnType<typeof startCallbackReceiver>>;
 
 beforeAll(async () => {
   app = await startTestApp({ worker: false }); // this test runs the delivery itself
   await declareType(app, "approval", { auth: { scheme: "none" } });
-  slow = createServer((_req, res) => void setTimeout(() => res.end(), 5_000).unref()); // answers, but after the abort
-  await new Promise<void>((r) => slow.listen(0, "127.0.0.1", r));
-  slowUrl = `http://127.0.0.1:${(slow.address() as AddressInfo).port}/resume`;
+  slow = await startCallbackReceiver(() => new Promise((r) => setTimeout(() => r(204), 5_000)));
 });
 afterAll(async () => {
   await app?.close();
-  slow?.closeAllConnections();
-  await new Promise((r) => slow?.close(r));
+  await slow?.close();
 });
 
 describe("a callback whose job is aborted mid-request", () => {
   it("is no attempt: nothing recorded, the endpoint not backed off, and a job sends it again", async () => {
-    const wait = (await openWait(app, "abandoned", { signal: "approval", callback_url: slowUrl }, 201)).body as { id: string };
+    const wait = (await openWait(app, "abandoned", { signal: "approval", callback_url: slow.url }, 201)).body as { id: string };
     expect((await intake(app, "abandoned", "approval", "{}")).status).toBe(202);
     // One failure in a row would back the endpoint off: an abandoned request must not count as one.
     const engine = new DeliveryEngine(app.deps, { perEndpoint: 4, failuresToBackOff: 1 });
@@ -41,7 +37,7 @@ describe("a callback whose job is aborted mid-request", () => {
     expect(await sql`select attempt, outcome, error from signalbox.delivery_attempts where wait_id = ${wait.id}`).toEqual([]);
     const [w] = await sql<{ delivery_status: string; delivery_attempts: number }[]>`select delivery_status, delivery_attempts from signalbox.waits where id = ${wait.id}`;
     expect(w).toEqual({ delivery_status: "pending", delivery_attempts: 0 });
-    expect(engine.gate.isBackedOff(new URL(slowUrl).host)).toBe(false);
+    expect(engine.gate.isBackedOff(new URL(slow.url).host)).toBe(false);
     // Besides the job that queued it (this test ran the delivery by hand): one due in a moment.
     const jobs = await sql<{ n: number }[]>`
       select count(*)::int as n from graphile_worker._private_jobs j join graphile_worker._private_tasks t on t.id = j.task_id

@@ -1,5 +1,3 @@
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startCallbackReceiver } from "../helpers/callback-receiver.ts";
 import { advanceClock } from "../helpers/clock.ts";
@@ -15,31 +13,18 @@ import { waitFor } from "../helpers/wait-for.ts";
 
 const SLOW_WAITS = 400;
 let app: TestApp;
-let slow: Server;
-let slowUrl = "";
-const slowReceived: string[] = [];
+/** Answers every callback 600 ms after it came. */
+let slow: Awaited<ReturnType<typeof startCallbackReceiver>>;
+const slowReceived = () => slow.received.map((cb) => cb.json.wait.id as string);
 
 beforeAll(async () => {
   app = await startTestApp({ env: { SIGNALBOX_DELIVERY_CONCURRENCY: "2", SIGNALBOX_DELIVERY_ENDPOINT_CONCURRENCY: "16" } });
   await declareType(app, "approval", { auth: { scheme: "none" } });
-  slow = createServer((req, res) => {
-    let body = "";
-    req.on("data", (c: Buffer) => (body += c.toString()));
-    req.on("end", () => {
-      setTimeout(() => {
-        slowReceived.push(JSON.parse(body).wait.id as string);
-        res.statusCode = 204;
-        res.end();
-      }, 600).unref();
-    });
-  });
-  await new Promise<void>((r) => slow.listen(0, "127.0.0.1", r));
-  slowUrl = `http://127.0.0.1:${(slow.address() as AddressInfo).port}/resume`;
+  slow = await startCallbackReceiver(() => new Promise((r) => setTimeout(() => r(204), 600)));
 });
 afterAll(async () => {
   await app?.close();
-  slow?.closeAllConnections();
-  await new Promise((r) => slow?.close(r));
+  await slow?.close();
 });
 
 describe("a slow endpoint with hundreds of callbacks owed", () => {
@@ -47,18 +32,18 @@ describe("a slow endpoint with hundreds of callbacks owed", () => {
     const healthy = await startCallbackReceiver();
     try {
       const ids: string[] = [];
-      for (let i = 0; i < SLOW_WAITS; i++) ids.push((await openWait(app, `slow-${i}`, { signal: "approval", timeout_s: 60, callback_url: slowUrl }, 201)).body.id);
+      for (let i = 0; i < SLOW_WAITS; i++) ids.push((await openWait(app, `slow-${i}`, { signal: "approval", timeout_s: 60, callback_url: slow.url }, 201)).body.id);
       await advanceClock(app, 60); // all time out together: four batch jobs of 100 callbacks
-      await waitFor("the slow endpoint's first callbacks", () => slowReceived.length, { until: (n) => n > 0, timeoutMs: 20_000 });
+      await waitFor("the slow endpoint's first callbacks", () => slowReceived().length, { until: (n) => n > 0, timeoutMs: 20_000 });
 
       await openWait(app, "healthy", { signal: "approval", callback_url: healthy.url }, 201);
       expect((await intake(app, "healthy", "approval", "{}")).status).toBe(202);
       await healthy.waitFor(1, 60_000);
-      const slowWhenHealthyArrived = slowReceived.length;
+      const slowWhenHealthyArrived = slowReceived().length;
       expect(slowWhenHealthyArrived).toBeLessThan(SLOW_WAITS / 2);
 
-      await waitFor("every slow callback", () => new Set(slowReceived).size, { until: (n) => n === SLOW_WAITS, timeoutMs: 100_000 });
-      expect(new Set(slowReceived)).toEqual(new Set(ids));
+      await waitFor("every slow callback", () => new Set(slowReceived()).size, { until: (n) => n === SLOW_WAITS, timeoutMs: 100_000 });
+      expect(new Set(slowReceived())).toEqual(new Set(ids));
       console.log(`slow endpoint: ${slowWhenHealthyArrived} of ${SLOW_WAITS} callbacks had arrived when the healthy one did`);
     } finally {
       await healthy.close();
