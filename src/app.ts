@@ -149,7 +149,9 @@ export function createApp(deps: AppDeps) {
         // Nor wait on one that stopped answering meanwhile: 503 then, after a moment in which a
         // route that knows better answers itself (an accepted signal held for its reply: 202).
         const handled = next().then(() => true);
-        const answered = await Promise.race([handled, availability.wentDown.then(() => delay(GRACE_WHEN_DOWN_MS)).then(() => false)]);
+        let stopWatching = () => {};
+        const wentDown = new Promise<false>((resolve) => (stopWatching = availability.whenDown(() => void delay(GRACE_WHEN_DOWN_MS).then(() => resolve(false)))));
+        const answered = await Promise.race([handled, wentDown]).finally(() => stopWatching());
         if (answered) return;
         handled.catch(() => {}); // it ends when the database answers again, or its connection is dropped
         throw databaseUnavailable();

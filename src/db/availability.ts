@@ -45,9 +45,8 @@ export class DatabaseAvailability {
   #probe: NodeJS.Timeout | undefined;
   #heartbeat: NodeJS.Timeout | undefined;
   #closed = false;
-  /** Resolves when the database is next marked down: requests waiting on it race this. */
-  #wentDown!: Promise<void>;
-  #markWentDown!: () => void;
+  /** Called once when the database is next marked down (requests waiting on it); each removed when its request ends. */
+  readonly #onDown = new Set<() => void>();
   readonly #db: Db;
   readonly #probeMs: number;
   readonly #listeners: Array<(up: boolean) => void> = [];
@@ -55,16 +54,15 @@ export class DatabaseAvailability {
   constructor(db: Db, opts: { probeMs?: number } = {}) {
     this.#db = db;
     this.#probeMs = opts.probeMs ?? 250;
-    this.#armWentDown();
   }
 
-  #armWentDown() {
-    this.#wentDown = new Promise<void>((resolve) => (this.#markWentDown = resolve));
-  }
-
-  /** Resolves when the database is next marked down (shared by every request waiting on it). */
-  get wentDown(): Promise<void> {
-    return this.#wentDown;
+  /**
+   * Calls `fn` once, when the database is next marked down; returns what stops that (a request
+   * that ended calls it, so nothing is kept for it).
+   */
+  whenDown(fn: () => void): () => void {
+    this.#onDown.add(fn);
+    return () => this.#onDown.delete(fn);
   }
 
   /**
@@ -113,7 +111,8 @@ export class DatabaseAvailability {
     if (!this.#down) {
       this.#down = true;
       this.#since = Date.now();
-      this.#markWentDown();
+      for (const fn of this.#onDown) fn();
+      this.#onDown.clear();
       this.#emit(false);
     }
     this.#probeSoon();
@@ -131,7 +130,6 @@ export class DatabaseAvailability {
     if (this.#closed) return;
     if (ok && this.#down) {
       this.#down = false;
-      this.#armWentDown();
       this.#emit(true);
     } else if (!ok) {
       this.markDown();

@@ -296,7 +296,7 @@ export interface SignalsRouterDeps extends Deps {
   /** Aborted on SIGTERM: requests held for a reply answer at once. */
   shutdown: AbortSignal;
   /** When the database stops answering, a signal held for its reply is answered without it. */
-  availability?: { readonly wentDown: Promise<void> };
+  availability?: { whenDown(fn: () => void): () => void };
 }
 
 /** `POST`-only paths under /signals: a GET there is 405, not a lookup of a signal with that id. */
@@ -372,13 +372,16 @@ async function heldForReply(c: Context, deps: SignalsRouterDeps, answer: Accepte
   // stopped answering while it was held), it is answered as without wait_s, its reply read later
   // with GET /signals/{id}. A 503 would have it sent again.
   const withoutReply = () => c.json({ ...answer, reply_pending: true }, answer.outcome === "duplicate" ? 200 : 202);
-  const databaseGone = deps.availability?.wentDown.then(() => undefined) ?? new Promise<undefined>(() => {});
+  let stopWatching = () => {};
+  const databaseGone = new Promise<undefined>((resolve) => (stopWatching = deps.availability?.whenDown(() => resolve(undefined)) ?? stopWatching));
   let s: Awaited<ReturnType<typeof awaitReply>> | undefined;
   try {
     s = await Promise.race([awaitReply(deps, answer.signal_id, waitS, held, true), databaseGone]);
   } catch (err) {
     deps.log.warn({ err, signalId: answer.signal_id }, "reading a held signal's reply failed; answered without it");
     return withoutReply();
+  } finally {
+    stopWatching();
   }
   if (s === undefined) return withoutReply();
   const state = replyState(s);
