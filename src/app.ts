@@ -149,8 +149,10 @@ export function createApp(deps: AppDeps) {
         // Nor wait on one that stopped answering meanwhile: 503 then, after a moment in which a
         // route that knows better answers itself (an accepted signal held for its reply: 202).
         const handled = next().then(() => true);
-        let stopWatching = () => {};
-        const wentDown = new Promise<false>((resolve) => (stopWatching = availability.whenDown(() => void delay(GRACE_WHEN_DOWN_MS).then(() => resolve(false)))));
+        let stopWatching!: () => void;
+        const wentDown = new Promise<false>((resolve) => {
+          stopWatching = availability.whenDown(() => void delay(GRACE_WHEN_DOWN_MS).then(() => resolve(false)));
+        });
         const answered = await Promise.race([handled, wentDown]).finally(() => stopWatching());
         if (answered) return;
         handled.catch(() => {}); // it ends when the database answers again, or its connection is dropped

@@ -118,8 +118,7 @@ export function consoleRouter(deps: ConsoleDeps) {
     let result: Awaited<ReturnType<typeof signIn>>;
     try {
       form = await readForm(c);
-      const credential = form.get("credential") ?? "";
-      result = await signIn({ credential, name: form.get("name") ?? "" }, { verifyToken: deps.verifyToken, apiKeys: deps.secrets.apiKeys, keys, sessionS: deps.config.SIGNALBOX_CONSOLE_SESSION_S, nowS: nowS() });
+      result = await signIn({ credential: form.get("credential") ?? "", name: form.get("name") ?? "" }, { verifyToken: deps.verifyToken, apiKeys: deps.secrets.apiKeys, keys, sessionS: deps.config.SIGNALBOX_CONSOLE_SESSION_S, nowS: nowS() });
       if (!result.ok) signIns.failed(address, Date.now());
     } finally {
       signIns.done(address);

@@ -50,10 +50,10 @@ const AcceptedSchema = z
   })
   .openapi("SignalAccepted");
 
-/** `wait_s` on intake: a hold for the reply, so more than 0 (0 would change nothing but the answer's shape). */
 /** Checked before the body is read, as wait_s: a key too long to index is a 400, not a failed insert. */
 const IdempotencyKey = z.string().max(200).optional().openapi({ description: "Same key and payload again is a duplicate" });
 
+/** `wait_s` on intake: a hold for the reply, so more than 0 (0 would change nothing but the answer's shape). */
 const IntakeQuery = z.object({
   wait_s: z.coerce
     .number()
@@ -372,8 +372,10 @@ async function heldForReply(c: Context, deps: SignalsRouterDeps, answer: Accepte
   // stopped answering while it was held), it is answered as without wait_s, its reply read later
   // with GET /signals/{id}. A 503 would have it sent again.
   const withoutReply = () => c.json({ ...answer, reply_pending: true }, answer.outcome === "duplicate" ? 200 : 202);
-  let stopWatching = () => {};
-  const databaseGone = new Promise<undefined>((resolve) => (stopWatching = deps.availability?.whenDown(() => resolve(undefined)) ?? stopWatching));
+  let stopWatching: (() => void) | undefined;
+  const databaseGone = new Promise<undefined>((resolve) => {
+    stopWatching = deps.availability?.whenDown(() => resolve(undefined));
+  });
   let s: Awaited<ReturnType<typeof awaitReply>> | undefined;
   try {
     s = await Promise.race([awaitReply(deps, answer.signal_id, waitS, held, true), databaseGone]);
@@ -381,7 +383,7 @@ async function heldForReply(c: Context, deps: SignalsRouterDeps, answer: Accepte
     deps.log.warn({ err, signalId: answer.signal_id }, "reading a held signal's reply failed; answered without it");
     return withoutReply();
   } finally {
-    stopWatching();
+    stopWatching?.();
   }
   if (s === undefined) return withoutReply();
   const state = replyState(s);
