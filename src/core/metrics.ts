@@ -48,6 +48,12 @@ export function createMetrics(opts: { defaultMetrics?: boolean } = {}) {
       labelNames: ["reason"],
       registers: [registry],
     }),
+    notificationsGivenUp: new Counter({
+      name: "signalbox_notifications_given_up_total",
+      help: "notify_url notifications (signal.waiting, reminders) that gave up (became failed), by reason: rejected (a 4xx other than 408/429) or attempts_exhausted",
+      labelNames: ["reason"],
+      registers: [registry],
+    }),
     endpointsBackedOff: new Gauge({
       name: "signalbox_delivery_endpoints_backed_off",
       help: "Callback endpoints (host[:port]) this process has backed off now: they kept failing, so nothing is sent to them until their backoff ends",

@@ -10,7 +10,7 @@ import { addJob, jobKeys } from "../jobs/enqueue.ts";
 import { toWaitResource } from "../waits/wait-view.ts";
 import { findWait } from "../waits/waits.queries.ts";
 
-type NotificationDeps = Pick<Deps, "db" | "config" | "secrets" | "log">;
+type NotificationDeps = Pick<Deps, "db" | "config" | "secrets" | "log"> & Partial<Pick<Deps, "metrics">>;
 
 /**
  * Delivers one `signal.waiting` / `signal.reminder` event to the signal type's notify_url,
@@ -52,7 +52,7 @@ async function recordAttempt(deps: NotificationDeps, n: typeof notifications.$in
   const attempts = n.attempts + 1;
   const retry = attempt.verdict === "retry" && attempts < deps.config.SIGNALBOX_DELIVERY_MAX_ATTEMPTS;
   const status = attempt.verdict === "delivered" ? "delivered" : retry ? "pending" : "failed";
-  await withTransaction(deps.db, async (tx) => {
+  const recorded = await withTransaction(deps.db, async (tx) => {
     const rows = await tx.execute(sql`
       update signalbox.notifications set attempts = ${attempts}::int, status = ${status}::text, last_error = ${attempt.error}::text
       where id = ${id}::text and status = 'pending' and attempts = ${n.attempts}::int returning id`);
@@ -60,8 +60,16 @@ async function recordAttempt(deps: NotificationDeps, n: typeof notifications.$in
       const delayS = retryDelayS(deps.config.SIGNALBOX_DELIVERY_BACKOFF_S, attempts);
       await addJob(tx, "deliver_notification", { id }, { runAt: sql`now() + ${delayS}::double precision * interval '1 second'`, jobKey: jobKeys.notify(id) });
     }
+    return rows.length === 1;
   });
   deps.log.info({ notification: id, type: n.type, status: attempt.status, verdict: attempt.verdict }, "notification attempt");
+  if (recorded && status === "failed") {
+    // Once per notification that gives up (the compare-and-set above won), as for callbacks:
+    // the host only, never the URL's credentials, path or query.
+    const reason = attempt.verdict === "retry" ? "attempts_exhausted" : "rejected";
+    deps.metrics?.notificationsGivenUp.inc({ reason });
+    deps.log.warn({ notification: id, waitId: n.waitId, notifyHost: callbackHost(n.url), attempts, lastError: attempt.error, reason }, "notification delivery gave up");
+  }
   return status;
 }
 

@@ -140,6 +140,9 @@ describe("notify_url", () => {
       await runDueJobs(app);
       expect(gone.received).toHaveLength(1);
       expect(await notificationRows(wait.id)).toEqual([{ type: "signal.waiting", status: "failed", attempts: 1, last_error: "HTTP 410" }]);
+      // It gave up once, and /metrics counts it.
+      const metrics = await (await fetch(`${app.baseUrl}/metrics`)).text();
+      expect(metrics).toMatch(/^signalbox_notifications_given_up_total\{reason="rejected"\} 1$/m);
     } finally {
       await gone.close();
     }
