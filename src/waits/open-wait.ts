@@ -177,9 +177,11 @@ const alreadyOpen = (input: OpenWaitInput, names: string[]) =>
 
 /** Sets up what will end one new wait; returns true when it ended at once (buffered signal, past deadline). */
 async function armWait(tx: Tx, p: Planned, runId: string, row: { timeoutAt: Date | null; overdue: boolean }): Promise<boolean> {
-  if (p.kind === "external" && p.spec.quorum) {
-    if (await castBufferedVotes(tx, runId, p.spec.signal, p.id, p.spec.quorum)) return true;
-  } else if (p.kind === "external" && (await consumeBufferedSignal(tx, runId, p.spec.signal, p.id))) return true;
+  if (p.kind === "external") {
+    // Signals sent before it opened: the first one receives it; a quorum wait counts them as votes.
+    const { signal, quorum } = p.spec;
+    if (await (quorum ? castBufferedVotes(tx, runId, signal, p.id, quorum) : consumeBufferedSignal(tx, runId, signal, p.id))) return true;
+  }
   if (row.timeoutAt && row.overdue) {
     await resolveWaits(tx, { ids: [p.id] }, { status: "timed_out" });
     return true;
