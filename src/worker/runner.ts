@@ -38,6 +38,8 @@ export interface Worker {
 
 interface Incarnation {
   runner: Runner;
+  /** Its own pool: a relaunch after its connections stopped answering must not reuse them. */
+  pgPool: pg.Pool;
   poolId: string | undefined;
   listening: boolean;
   /** When a worker last reached the database for a job, and when one last failed to. */
@@ -51,8 +53,11 @@ interface Incarnation {
 const STOP_RUNNER_MS = 4_000;
 /** How graphile-worker 0.18's LocalQueue logs a fetch that failed (it emits no event for it). */
 const LOCAL_QUEUE_FETCH_FAILED = "Error occurred fetching jobs";
-/** A runner whose workers have not reached the database for this long (and run nothing) is not polling. */
-const POLL_SILENCE_MS = 5_000;
+/**
+ * A runner whose workers have not reached the database for this long (and run nothing) is not
+ * polling: 5 s, or longer when an idle runner looks for jobs less often than that.
+ */
+const pollSilenceMs = (pollIntervalMs: number) => Math.max(5_000, 2 * pollIntervalMs + 1_000);
 /** How long a runner that stopped by itself may take to finish before its jobs are released anyway. */
 const DYING_GRACE_MS = 10_000;
 
@@ -151,15 +156,22 @@ interface RunnerOptions extends WorkerOptions {
  * backoff, until the database answers again.
  */
 async function superviseRunner(deps: TaskDeps, opts: RunnerOptions): Promise<SupervisedRunner & { onRestart?: () => Promise<void> }> {
-  const pgPool = new pg.Pool({
-    connectionString: opts.databaseUrl,
-    max: opts.concurrency + 3,
-    application_name: `signalbox-worker-${opts.name}`,
-    connectionTimeoutMillis: 2_000, // an unreachable database fails a connect, never hangs it
-  });
-  // Without these an idle client's error would crash the process (graphile/worker#178).
-  pgPool.on("error", (err) => deps.log.warn({ err, runner: opts.name }, "worker pool connection error"));
-  pgPool.on("connect", (client) => client.on("error", (err) => deps.log.warn({ err, runner: opts.name }, "worker client error")));
+  const newPool = () => {
+    const pgPool = new pg.Pool({
+      connectionString: opts.databaseUrl,
+      max: opts.concurrency + 3,
+      application_name: `signalbox-worker-${opts.name}`,
+      connectionTimeoutMillis: 2_000, // an unreachable database fails a connect, never hangs it
+      keepAlive: true, // a connection left behind by a stalled runner ends once its peer is found gone
+    });
+    // Without these an idle client's error would crash the process (graphile/worker#178).
+    pgPool.on("error", (err) => deps.log.warn({ err, runner: opts.name }, "worker pool connection error"));
+    pgPool.on("connect", (client) => client.on("error", (err) => deps.log.warn({ err, runner: opts.name }, "worker client error")));
+    return pgPool;
+  };
+  // Its connections may hang (a failover that left them silent): nothing waits for it.
+  const endPool = (pgPool: pg.Pool) => bounded(pgPool.end().catch(() => {}), 500);
+  const silenceMs = pollSilenceMs(opts.pollIntervalMs);
 
   let current: Incarnation | undefined;
   let stopping = false;
@@ -175,6 +187,7 @@ async function superviseRunner(deps: TaskDeps, opts: RunnerOptions): Promise<Sup
     async stop() {
       if (stopping) return;
       stopping = true;
+      clearInterval(watchdog);
       const me = current;
       current = undefined;
       if (me) {
@@ -187,14 +200,14 @@ async function superviseRunner(deps: TaskDeps, opts: RunnerOptions): Promise<Sup
         // would stay locked for graphile-worker's 4 hours). If the database cannot be reached the
         // pool's row stays, goes stale, and another process releases them.
         if (me.poolId) await bounded((stopped ? forgetPool : releasePool)(deps.db, me.poolId).catch(() => {}), 500);
+        await endPool(me.pgPool);
       }
-      await bounded(pgPool.end().catch(() => {}), 500);
     },
   };
 
   async function launch(): Promise<void> {
     const events = new EventEmitter() as WorkerEvents;
-    const me: Incarnation = { runner: undefined as unknown as Runner, poolId: undefined, listening: false, lastPollOk: Date.now(), lastPollError: 0, jobsRunning: 0, dying: false };
+    const me: Incarnation = { runner: undefined as unknown as Runner, pgPool: newPool(), poolId: undefined, listening: false, lastPollOk: Date.now(), lastPollError: 0, jobsRunning: 0, dying: false };
     events.on("pool:create", ({ workerPool }) => (me.poolId = workerPool.id));
     events.on("pool:listen:success", () => (me.listening = true));
     events.on("pool:listen:error", () => (me.listening = false));
@@ -213,7 +226,7 @@ async function superviseRunner(deps: TaskDeps, opts: RunnerOptions): Promise<Sup
     events.on("pool:gracefulShutdown", () => dying(me, "the worker pool is shutting down by itself"));
     events.on("pool:forcefulShutdown", () => dying(me, "the worker pool is shutting down by itself"));
     me.runner = await run({
-      pgPool,
+      pgPool: me.pgPool,
       events,
       noHandleSignals: true,
       concurrency: opts.concurrency,
@@ -230,8 +243,17 @@ async function superviseRunner(deps: TaskDeps, opts: RunnerOptions): Promise<Sup
       // enough) the supervisor releases whatever the pool id still holds (`releaseWhenFinished`),
       // and its own retries of handing them back only unlock rows still locked by its id.
       preset: { worker: { completeJobBatchDelay: 0, failJobBatchDelay: 0, localQueue: { size: opts.concurrency } } },
+    }).catch(async (err: unknown) => {
+      await endPool(me.pgPool);
+      throw err;
     });
-    if (me.dying) throw new Error("the worker pool shut down while starting");
+    if (me.dying || stopping) {
+      // Shut down while starting, or the process began stopping meanwhile (its stop found no runner to stop).
+      await bounded(me.runner.stop().catch(() => {}), STOP_RUNNER_MS);
+      if (me.poolId) await bounded(releasePool(deps.db, me.poolId).catch(() => {}), 500);
+      await endPool(me.pgPool);
+      throw new Error(stopping ? "the worker is stopping" : "the worker pool shut down while starting");
+    }
     current = me;
     void me.runner.promise.then(
       () => dying(me, "the job runner stopped"),
@@ -251,8 +273,23 @@ async function superviseRunner(deps: TaskDeps, opts: RunnerOptions): Promise<Sup
       void me.runner.promise.then(resolve, resolve);
       setTimeout(resolve, DYING_GRACE_MS).unref();
     });
+    void finished.then(() => endPool(me.pgPool));
     void relaunch(finished.then(() => me.poolId));
   }
+
+  /**
+   * A runner that stays away from the database with nothing running is stuck, not idle: its
+   * connections stopped answering without an error (a failover or a network cut leaves them
+   * open; new ones would work), and graphile-worker waits on them for good. It is told to stop
+   * (should they wake, it takes no more jobs) and replaced on a new pool.
+   */
+  const watchdog = setInterval(() => {
+    const me = current;
+    if (!me || me.jobsRunning > 0 || Date.now() - me.lastPollOk < 2 * silenceMs) return;
+    dying(me, `no look for jobs reached the database in ${(2 * silenceMs) / 1000} s`);
+    void me.runner.stop().catch(() => {});
+  }, 1_000);
+  watchdog.unref();
 
   async function relaunch(deadPool: Promise<string | undefined>): Promise<void> {
     void releaseWhenFinished(deadPool);
@@ -283,7 +320,7 @@ async function superviseRunner(deps: TaskDeps, opts: RunnerOptions): Promise<Sup
   }
 
   const polling = (me: Incarnation | undefined) =>
-    me !== undefined && me.lastPollOk >= me.lastPollError && (me.jobsRunning > 0 || Date.now() - me.lastPollOk < POLL_SILENCE_MS);
+    me !== undefined && me.lastPollOk >= me.lastPollError && (me.jobsRunning > 0 || Date.now() - me.lastPollOk < silenceMs);
   function status(): WorkerStatus {
     return { running: !stopping && current !== undefined, polling: polling(current), listening: current?.listening ?? false, restarts };
   }
@@ -291,7 +328,7 @@ async function superviseRunner(deps: TaskDeps, opts: RunnerOptions): Promise<Sup
   try {
     await launch();
   } catch (err) {
-    await bounded(pgPool.end().catch(() => {}), 500);
+    clearInterval(watchdog);
     throw err;
   }
   return self;

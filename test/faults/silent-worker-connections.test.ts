@@ -1,0 +1,62 @@
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { startCallbackReceiver } from "../helpers/callback-receiver.ts";
+import { startPrivatePostgres, type PrivatePostgres } from "../helpers/private-postgres.ts";
+import { answers200, onDatabase, spawnService, type ServiceProcess } from "../helpers/service-process.ts";
+import { waitFor } from "../helpers/wait-for.ts";
+
+// A failover or a network cut can leave the connections a process holds open and silent (no
+// error, no reset) while new connections work. Here the job runners' backends are stopped
+// (SIGSTOP) and the postmaster is not: the runners must notice that they no longer reach the
+// database and start again on new connections, so timeouts and callbacks flow again.
+
+let pg: PrivatePostgres;
+let svc: ServiceProcess;
+let engine: Awaited<ReturnType<typeof startCallbackReceiver>>;
+let frozen: number[] = [];
+
+beforeAll(async () => {
+  pg = await startPrivatePostgres("silent-worker");
+  engine = await startCallbackReceiver();
+  svc = await spawnService(onDatabase(pg.url, { SIGNALBOX_WORKER_STALE_S: "3", LOG_LEVEL: "warn" }));
+  await answers200(svc, "/readyz", 60_000);
+  expect((await svc.api("/signal-types/approval", { method: "PUT", json: { auth: { scheme: "none" } } })).status).toBe(201);
+}, 120_000);
+
+afterAll(async () => {
+  for (const pid of frozen) {
+    try {
+      process.kill(pid, "SIGCONT");
+    } catch {}
+  }
+  if (svc?.alive()) svc.child.kill("SIGKILL");
+  await engine?.close();
+  await pg?.destroy();
+});
+
+async function openWait(run: string, body: Record<string, unknown>): Promise<string> {
+  const res = await svc.api(`/runs/${run}/waits`, { method: "POST", json: { signal: "approval", callback_url: engine.url, ...body } });
+  expect(res.status).toBe(201);
+  return ((await res.json()) as { id: string }).id;
+}
+
+it("job runners whose connections went silent start again on new ones: callbacks and timeouts flow", async () => {
+  const signalled = await openWait("silent-a", {});
+  const timed = await openWait("silent-b", { timeout_s: 3 });
+  const rows = await pg.admin<Array<{ pid: number }>>`select pid from pg_stat_activity where application_name like 'signalbox-worker%'`;
+  frozen = rows.map((r) => r.pid);
+  expect(frozen.length).toBeGreaterThan(0);
+  for (const pid of frozen) process.kill(pid, "SIGSTOP");
+
+  expect((await fetch(`${svc.baseUrl}/signals/silent-a/approval`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })).status).toBe(202);
+  const delivered = (id: string) => engine.received.find((cb) => (cb.json as { wait: { id: string } }).wait.id === id);
+  await waitFor("the signalled wait's callback", () => delivered(signalled), { timeoutMs: 40_000 });
+  const timeout = await waitFor("the timed-out wait's callback", () => delivered(timed), { timeoutMs: 40_000 });
+  expect((timeout!.json as { type: string }).type).toBe("signal.timeout");
+
+  await answers200(svc, "/readyz", 10_000);
+  const parts = ((await (await svc.api("/readyz?verbose")).json()) as { parts: Record<string, unknown> }).parts;
+  expect(parts).toMatchObject({ worker_polling: true });
+  expect(Number(parts.worker_restarts)).toBeGreaterThanOrEqual(1);
+  const restarted = svc.logs().filter((l) => l.level === 50).map((l) => String(l.msg));
+  expect(restarted, JSON.stringify(restarted)).toContain(expect.stringContaining("no look for jobs reached the database"));
+}, 120_000);
