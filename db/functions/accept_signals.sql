@@ -3,8 +3,9 @@
 -- it for their one signal inside the transaction that claims the link).
 --
 -- Each item is an authenticated, validated signal. Under its run's lock, in this order:
--- idempotency, cancelled run, then received (the run's open wait for the name; with
--- expect_wait_id only that wait counts, and the signal is never buffered), started (a type with
+-- idempotency, cancelled run, then received (the run's open wait for the name, a wait for a
+-- signal from outside: a timer, sensor or composite raises its own, so a signal of its name finds
+-- no wait; with expect_wait_id only that wait counts, and the signal is never buffered), started (a type with
 -- a start_url, a run never seen: db/functions/start_run.sql), buffered, or rejected_not_waiting.
 -- A quorum wait counts the signal as a vote and is received only once the vote decides it.
 -- Waits leave `waiting` through signalbox.resolve_waits only.
@@ -99,7 +100,7 @@ BEGIN
 
     v_wait_id := NULL;
     SELECT w.id, w.ctid, w.quorum INTO v_wait_id, v_wait_row, v_quorum
-      FROM signalbox.waits w WHERE w.run_id = it.run_id AND w.signal = it.signal AND w.status = 'waiting';
+      FROM signalbox.waits w WHERE w.run_id = it.run_id AND w.signal = it.signal AND w.status = 'waiting' AND w.kind = 'external';
     IF it.expect_wait_id IS NOT NULL AND v_wait_id IS DISTINCT FROM it.expect_wait_id THEN
       v_wait_id := NULL; -- another wait of that name is as good as none
     END IF;

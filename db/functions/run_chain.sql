@@ -118,7 +118,9 @@ BEGIN
       CONTINUE;
     END IF;
     UPDATE signalbox.runs r SET last_sequence = r.last_sequence + 1 WHERE r.run_id = v_newest.run_id RETURNING r.last_sequence INTO v_seq;
-    SELECT w.id, w.quorum INTO v_wait_id, v_quorum FROM signalbox.waits w WHERE w.run_id = v_newest.run_id AND w.signal = v_signal.signal AND w.status = 'waiting';
+    -- Only a wait for a signal from outside takes it (a timer, sensor or composite raises its own).
+    SELECT w.id, w.quorum INTO v_wait_id, v_quorum FROM signalbox.waits w
+      WHERE w.run_id = v_newest.run_id AND w.signal = v_signal.signal AND w.status = 'waiting' AND w.kind = 'external';
     -- Taken by the new run now: its log and its waits take signals in received_at order, which
     -- is then sequence order (the time it first came is kept in run.continued).
     UPDATE signalbox.signals s SET run_id = v_newest.run_id, sequence = v_seq, wait_id = v_wait_id, received_at = now() WHERE s.id = v_signal.id;
