@@ -108,8 +108,12 @@ const ConfigSchema = z.object({
   }),
   /** Request lines (and, apart, unhandled-error lines) logged a second at most; the rest are counted in one line. */
   SIGNALBOX_LOG_REQUESTS_PER_S: z.coerce.number().int().min(1).default(200),
-  /** Resolved waits, their history and deliveries, signals and notifications older than this are purged; 0 keeps everything. */
-  SIGNALBOX_RETENTION_DAYS: z.coerce.number().int().min(0).default(30),
+  /**
+   * Resolved waits, their history and deliveries, signals and notifications older than this are
+   * purged; 0 keeps everything. At most 100 years: the purge's cutoff must stay a timestamp
+   * Postgres can hold (millions of days made every purge fail).
+   */
+  SIGNALBOX_RETENTION_DAYS: z.coerce.number().int().min(0).max(36_500).default(30),
   /** Rejected signals kept per signal type (anyone may cause them), the oldest purged first by the retention job; 0: no cap. */
   SIGNALBOX_REJECTED_PER_SIGNAL_TYPE: z.coerce.number().int().min(0).default(10_000),
   /** Signs operator-console sessions (raw UTF-8, at least 32 bytes); unset, a key is derived from the callback secret. */

@@ -43,6 +43,26 @@ export const RunIdSchema = z
   .string()
   .regex(/^[A-Za-z0-9._:@-]{1,200}$/, "must be 1 to 200 characters from A-Z a-z 0-9 . _ : @ -")
   .openapi({ example: "order-17" });
+/**
+ * A wait's metadata as a client gives it. `__proto__` is refused as a key: zod leaves it out of
+ * the object it builds (assigned, it would set the prototype), so it was dropped without a word.
+ */
+export const MetadataInput = z.preprocess((value, ctx) => {
+  if (typeof value === "object" && value !== null && Object.hasOwn(value, "__proto__")) {
+    ctx.addIssue({ code: "custom", message: "'__proto__' cannot be a metadata key", input: value });
+  }
+  return value;
+}, z.record(z.string(), z.unknown()));
+
+/** An instant a client gives (RFC 3339): also within the years 0001 to 9999 (UTC), which Postgres can store. */
+export const InstantInput = z
+  .string()
+  .datetime({ offset: true })
+  .refine((s) => {
+    const year = new Date(s).getUTCFullYear();
+    return year >= 1 && year <= 9999;
+  }, "must be between the years 0001 and 9999");
+
 export const SignalNameSchema = z
   .string()
   .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/, "must be 1 to 100 characters from A-Z a-z 0-9 . _ -, starting with a letter or digit")

@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { RunIdSchema, SignalNameSchema } from "../http/openapi.ts";
+import { InstantInput, RunIdSchema, SignalNameSchema } from "../http/openapi.ts";
 import { REDRIVABLE_OUTCOMES } from "./redrive-signal.ts";
 import { OUTCOMES } from "./signal-outcome.ts";
 
@@ -12,7 +12,7 @@ export const RedriveBody = z
         outcome: z.enum(REDRIVABLE_OUTCOMES).optional().openapi({ description: "Unset: rejected_not_waiting and expired" }),
         signal: SignalNameSchema.optional(),
         run: RunIdSchema.optional(),
-        before: z.string().datetime({ offset: true }).optional().openapi({ description: "Only signals received before this instant (RFC 3339)" }),
+        before: InstantInput.optional().openapi({ description: "Only signals received before this instant (RFC 3339)" }),
       })
       .strict()
       .optional()

@@ -1,14 +1,6 @@
 import { z } from "@hono/zod-openapi";
-import { SignalNameSchema } from "../http/openapi.ts";
+import { InstantInput as Instant, MetadataInput, SignalNameSchema } from "../http/openapi.ts";
 import { cronProblem, isTimeZone } from "./kinds/timer-spec.ts";
-
-const Instant = z
-  .string()
-  .datetime({ offset: true })
-  .refine((s) => {
-    const year = new Date(s).getUTCFullYear();
-    return year >= 1 && year <= 9999;
-  }, "must be between the years 0001 and 9999");
 
 export const TimerSpecSchema = z
   .union([
@@ -59,7 +51,7 @@ export const MemberSpecSchema = z
     signal: SignalNameSchema,
     timeout_s: z.number().min(0).max(10 * 365 * 86400).optional(),
     timeout_at: Instant.optional(),
-    metadata: z.record(z.string(), z.unknown()).optional(),
+    metadata: MetadataInput.optional(),
     timer: TimerSpecSchema.optional(),
     sensor: SensorSpecSchema.optional(),
   })

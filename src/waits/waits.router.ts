@@ -1,7 +1,7 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Deps } from "../deps.ts";
 import { BadRequestError } from "../core/errors.ts";
-import { bearerSecurity, commonProblems, CursorQuery, defaultHook, holdQuery, json, LimitQuery, listOf, problems, RunIdSchema, SignalNameSchema, WaitIdSchema } from "../http/openapi.ts";
+import { bearerSecurity, commonProblems, CursorQuery, defaultHook, holdQuery, InstantInput, json, MetadataInput, LimitQuery, listOf, problems, RunIdSchema, SignalNameSchema, WaitIdSchema } from "../http/openapi.ts";
 import { cancelWait, redeliverWait } from "./cancel-wait.ts";
 import { findWaits } from "./find-waits.ts";
 import { getWait, MAX_WAIT_S } from "./get-wait.ts";
@@ -11,11 +11,6 @@ import type { ChangeFeed } from "../events/change-feed.ts";
 
 const Timestamp = z.string().datetime({ offset: true });
 const NullableTimestamp = Timestamp.nullable();
-/** An instant given by a client: also within the years 0001 to 9999 (UTC), which Postgres can store. */
-const InstantInput = Timestamp.refine((s) => {
-  const year = new Date(s).getUTCFullYear();
-  return year >= 1 && year <= 9999;
-}, "must be between the years 0001 and 9999");
 
 export const WaitSchema = z
   .object({
@@ -60,7 +55,7 @@ const OpenWaitBody = z
     timeout_at: InstantInput.optional().openapi({ description: "Absolute deadline (RFC 3339); a past one times out at once" }),
     // Case-insensitive without the `i` flag: flags do not survive into the OpenAPI `pattern`.
     callback_url: z.string().url().max(2000).regex(/^[Hh][Tt][Tt][Pp][Ss]?:\/\//, "must be an http(s) URL").optional().openapi({ example: "http://engine:9000/resume" }),
-    metadata: z.record(z.string(), z.unknown()).optional().openapi({ example: { order_id: "o-17", assignee: "kim" } }),
+    metadata: MetadataInput.optional().openapi({ example: { order_id: "o-17", assignee: "kim" } }),
     timer: TimerSpecSchema.optional(),
     sensor: SensorSpecSchema.optional(),
     all: Members.optional().openapi({ description: "A composite: received when every member is received (payload `{members: {<signal>: <result>}}`); a member timing out times it out" }),
@@ -190,7 +185,7 @@ function metadataFilter(query: Record<string, string[]>): Record<string, string>
   for (const [name, values] of Object.entries(query)) {
     if (!name.startsWith("metadata.")) continue;
     const key = name.slice("metadata.".length);
-    if (key.length === 0 || key.length > 100 || values.length !== 1) {
+    if (key.length === 0 || key.length > 100 || key === "__proto__" || values.length !== 1) {
       throw new BadRequestError(`query parameter '${name}' must name a key and appear once`, [{ path: `/${name}`, message: "is invalid" }]);
     }
     out[key] = values[0]!;

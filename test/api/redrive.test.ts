@@ -150,7 +150,7 @@ describe("redriving one signal", () => {
     const dead = await deadLetter("rd-bad", "anything", "{}");
     const before = await signalCount();
     expect((await expectProblem(await redrive({ signal_id: "sg_nope" }), 404)).detail).toMatch(/sg_nope/);
-    for (const bad of [{}, { signal_id: dead, filter: {} }, { signal_id: dead, extra: 1 }, { filter: { outcome: "received" } }, { filter: { before: "yesterday" } }, { filter: { run: "a/b" } }, { signal_id: 7 }]) {
+    for (const bad of [{}, { signal_id: dead, filter: {} }, { signal_id: dead, extra: 1 }, { filter: { outcome: "received" } }, { filter: { before: "yesterday" } }, { filter: { before: "0000-01-01T00:00:00Z" } }, { filter: { before: "0000-06-15T12:00:00+05:00" } }, { filter: { run: "a/b" } }, { signal_id: 7 }]) {
       const problem = await expectProblem(await redrive(bad), 400);
       expect(problem.validation_errors?.length, JSON.stringify(bad)).toBeGreaterThan(0);
     }

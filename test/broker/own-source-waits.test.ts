@@ -20,20 +20,20 @@ describe("a signal from outside under the name of a wait with its own source", (
     const { body: wait } = await openWait(app, "own-timer", { signal: "nap", timer: { delay_s: 3600 } }, 201);
     const res = await intake(app, "own-timer", "nap", JSON.stringify({ fired_at: "forged" }));
     expect(res.status).toBe(202);
-    expect(res.body.outcome).toBe("buffered");
+    expect(res.body?.outcome).toBe("buffered");
     expect((await waitOf(wait.id)).status).toBe("waiting");
   });
 
   it("does not receive an `all` composite past its members", async () => {
     const { body: parent } = await openWait(app, "own-all", { signal: "approval", all: [{ signal: "payment" }, { signal: "legal", timer: { delay_s: 3600 } }] }, 201);
-    expect((await intake(app, "own-all", "approval", JSON.stringify({ members: {} }))).body.outcome).toBe("buffered");
+    expect((await intake(app, "own-all", "approval", JSON.stringify({ members: {} }))).body?.outcome).toBe("buffered");
     expect((await waitOf(parent.id)).status).toBe("waiting");
     // Its member for a signal from outside still takes one.
-    expect((await intake(app, "own-all", "payment", "{}")).body.outcome).toBe("received");
+    expect((await intake(app, "own-all", "payment", "{}")).body?.outcome).toBe("received");
   });
 
   it("is not moved onto such a wait by continue-as-new", async () => {
-    expect((await intake(app, "own-old", "nap", "{}")).body.outcome).toBe("buffered");
+    expect((await intake(app, "own-old", "nap", "{}")).body?.outcome).toBe("buffered");
     const { body: timer } = await openWait(app, "own-new", { signal: "nap", timer: { delay_s: 3600 } }, 201);
     expect((await app.api("/runs/own-old/continue", { method: "POST", json: { run_id: "own-new" } })).status).toBe(200);
     expect((await waitOf(timer.id)).status).toBe("waiting");
