@@ -2,12 +2,14 @@ import { sql } from "drizzle-orm";
 import { withTransaction } from "../db/transaction.ts";
 import type { Deps } from "../deps.ts";
 import { valueAt } from "../core/json-pointer.ts";
+import { jsonDepthExceeds } from "../core/json-text.ts";
 import { readCapped } from "../core/read-capped.ts";
 import { callbackHost } from "../delivery/callback-host.ts";
 import { classifyAttempt } from "../delivery/classify-response.ts";
 import type { DeliveryEngine } from "../delivery/delivery-engine.ts";
 import { addJob, jobKeys } from "../jobs/enqueue.ts";
 import { lockRun } from "../runs/run-lock.ts";
+import { MAX_JSON_DEPTH } from "../signals/send-signal.ts";
 import { receiveWait, resolveWaits } from "../waits/resolve-waits.ts";
 import { findWait } from "../waits/waits.queries.ts";
 import { jsonEqual, SENSOR_DEFAULTS, type SensorSpec } from "../waits/kinds/sensor-spec.ts";
@@ -89,6 +91,9 @@ async function pollOnce(spec: Required<Pick<SensorSpec, "url" | "method" | "expe
     if (bytes === null) return { met: false, reason: `response larger than ${MAX_SENSOR_BODY_BYTES} bytes`, failed: false };
     const text = Buffer.from(bytes).toString("utf8");
     if (res.status !== spec.expect_status) return { met: false, reason: `HTTP ${res.status}`, failed: classifyAttempt(res.status) === "retry" };
+    // As at intake: nesting this deep would overflow the stack when the payload is stored
+    // (JSON.stringify) or read back, so it is refused like an oversized body, before parsing.
+    if (jsonDepthExceeds(text, MAX_JSON_DEPTH)) return { met: false, reason: `the response nests deeper than ${MAX_JSON_DEPTH} levels`, failed: false };
     let body: unknown = text;
     try {
       body = text.length > 0 ? JSON.parse(text) : null;

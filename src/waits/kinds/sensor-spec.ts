@@ -15,18 +15,42 @@ export const SENSOR_DEFAULTS = { method: "GET", expect_status: 200, interval_s: 
 /**
  * Whether a sensor may reach `address` (an IP literal). Link-local addresses, where cloud
  * metadata services live (169.254.169.254), are refused unless SIGNALBOX_SENSOR_ALLOW names
- * them (CIDRs or addresses, comma-separated).
+ * them (CIDRs or addresses, comma-separated). An IPv6 address that carries an IPv4 one is
+ * judged as that IPv4 address: the URL parser writes [::ffff:169.254.169.254] as
+ * ::ffff:a9fe:a9fe, and either reaches the metadata service.
  */
 export function addressAllowed(address: string, allow: string[]): boolean {
   if (allow.some((entry) => inCidr(address, entry))) return true;
   if (isIP(address) === 4) return !inCidr(address, "169.254.0.0/16");
   if (isIP(address) === 6) {
-    const lower = address.toLowerCase();
-    const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(lower);
-    if (mapped) return addressAllowed(mapped[1]!, allow);
-    return !/^fe[89ab]/.test(lower); // fe80::/10
+    const groups = ipv6Groups(address);
+    const embedded = embeddedIpv4(groups);
+    if (embedded !== undefined) return addressAllowed(embedded, allow);
+    return (groups[0]! & 0xffc0) !== 0xfe80; // fe80::/10
   }
   return true;
+}
+
+/**
+ * The IPv4 address in an IPv4-mapped (::ffff:0:0/96) or IPv4-compatible (::/96, deprecated)
+ * IPv6 address, however it is written. `::` and `::1` come out as 0.0.0.0 and 0.0.0.1, which
+ * the IPv4 rules allow as the IPv6 ones would.
+ */
+function embeddedIpv4(groups: number[]): string | undefined {
+  if (groups.slice(0, 5).some((g) => g !== 0) || (groups[5] !== 0 && groups[5] !== 0xffff)) return undefined;
+  const [hi, lo] = [groups[6]!, groups[7]!];
+  return [hi >> 8, hi & 0xff, lo >> 8, lo & 0xff].join(".");
+}
+
+/** The eight 16-bit groups of a valid IPv6 address (isIP says 6): `::` expanded, a dotted tail split in two, a zone dropped. */
+function ipv6Groups(address: string): number[] {
+  const [text = ""] = address.split("%");
+  const parse = (part: string | undefined) =>
+    !part ? [] : part.split(":").flatMap((g) => (g.includes(".") ? [ipv4(g) >>> 16, ipv4(g) & 0xffff] : [parseInt(g, 16)]));
+  const [head, tail] = text.split("::");
+  const before = parse(head);
+  const after = parse(tail);
+  return [...before, ...Array<number>(8 - before.length - after.length).fill(0), ...after];
 }
 
 function inCidr(address: string, cidr: string): boolean {
