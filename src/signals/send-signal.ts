@@ -65,6 +65,15 @@ export async function sendSignal(deps: Pick<Deps, "db" | "secretBox" | "signalTy
   const typeAuth = openAuth(deps.secretBox, type);
   const auth = authenticateIntake(typeAuth, input);
   if (!auth.ok) return UNAUTHENTICATED;
+  const parsed = parseBody(input.body);
+
+  // A body-only signature does not cover the URL: bind it to the run through the payload.
+  // Checked before the webhook-id is claimed: a copy sent to another run's URL is refused
+  // without a receipt, so it cannot take the id from the genuine delivery to the named run. A
+  // body that is not JSON names no run: it is recorded as invalid_json below, as before.
+  if (!input.credentials.management && typeAuth.run_pointer !== undefined && "value" in parsed && !pointsAtRun(parsed.value, typeAuth.run_pointer, input.runId)) {
+    return UNAUTHENTICATED;
+  }
   // A signed webhook-id belongs to the first run it reached, whatever became of it there: a
   // replay to another run's URL is refused before anything (even a rejection) is recorded.
   if (auth.webhookId && (await claimWebhookId(deps.db, type.name, auth.webhookId, input.runId, 2 * typeAuth.tolerance_s)) !== input.runId) {
@@ -73,16 +82,10 @@ export async function sendSignal(deps: Pick<Deps, "db" | "secretBox" | "signalTy
   // From here the sender is authenticated: every answer is recorded in the signal log.
   const unparsed = { runId: input.runId, signal: input.signal, payload: null, payloadHash: null, idempotencyKey: auth.webhookId ?? input.idempotencyKey ?? null };
 
-  const parsed = parseBody(input.body);
   if ("error" in parsed) return recordRejection(deps.db, unparsed, "invalid_json", parsed.error);
   if ("tooDeep" in parsed) {
     const problems = [{ path: "", message: `must not nest deeper than ${MAX_JSON_DEPTH} levels` }];
     return recordRejection(deps.db, unparsed, "rejected_invalid_payload", "the payload nests too deeply", problems);
-  }
-
-  // A body-only signature does not cover the URL: bind it to the run through the payload.
-  if (!input.credentials.management && typeAuth.run_pointer !== undefined && !pointsAtRun(parsed.value, typeAuth.run_pointer, input.runId)) {
-    return UNAUTHENTICATED;
   }
 
   // The signed webhook-id, when there is one, is the key: an unsigned Idempotency-Key header
