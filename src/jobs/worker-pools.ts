@@ -16,15 +16,22 @@ export async function forgetPool(q: Queryable, poolId: string): Promise<void> {
 /**
  * Jobs locked by a process that died (SIGKILL, power loss) would stay locked for 4 hours;
  * release the jobs of every pool that has not been seen for `staleS` seconds so another
- * process runs them now. Returns the pools released.
+ * process runs them now. Also those of a pool never seen, holding jobs it locked over
+ * `staleS` ago: a pool fetches jobs before its first heartbeat row is written, and a process
+ * killed in between (or whose first heartbeat failed) leaves no row to go stale. A live pool
+ * writes its row within a third of `staleS`. Returns the pools released.
  */
 export async function releaseDeadPools(q: Queryable, staleS: number): Promise<string[]> {
   const rows = await q.execute<{ pool_id: string }>(sql`
     with dead as (
       delete from signalbox.worker_pools where seen_at < now() - ${staleS}::double precision * interval '1 second'
       returning pool_id
-    )
-    select pool_id from dead, lateral (select graphile_worker.force_unlock_workers(array[dead.pool_id])) as unlocked`);
+    ), unseen as (
+      select distinct j.locked_by as pool_id from graphile_worker._private_jobs j
+      where j.locked_at < now() - ${staleS}::double precision * interval '1 second'
+        and not exists (select 1 from signalbox.worker_pools p where p.pool_id = j.locked_by)
+    ), released as (select pool_id from dead union select pool_id from unseen)
+    select pool_id from released, lateral (select graphile_worker.force_unlock_workers(array[released.pool_id])) as unlocked`);
   return rows.map((r) => r.pool_id);
 }
 
