@@ -40,6 +40,9 @@ async function main() {
   // A stop asked for before the service is up (a supervisor giving up on a slow start): stop
   // what has started so far, and exit cleanly. Replaced by the full shutdown once serving.
   const stopWhileStarting = (signal: string) => {
+    // A second one means now: exit, and the exit hook stops an embedded Postgres (postmaster.ts).
+    // Left to Node's default, the signal would end the process with no exit hook run.
+    if (stoppedWhileStarting) process.exit(1);
     stoppedWhileStarting = true;
     log.info({ signal }, "stopping before start-up finished");
     // An embedded Postgres still starting is let finish, then stopped: left running, it would
@@ -48,8 +51,8 @@ async function main() {
       .catch(() => {})
       .finally(() => process.exit(0));
   };
-  process.once("SIGTERM", stopWhileStarting);
-  process.once("SIGINT", stopWhileStarting);
+  process.on("SIGTERM", stopWhileStarting);
+  process.on("SIGINT", stopWhileStarting);
   let url = config.DATABASE_URL;
   if (!url) {
     // Loaded only when needed: production (DATABASE_URL set) never looks for the binaries of

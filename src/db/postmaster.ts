@@ -55,6 +55,16 @@ export async function startPostmaster(c: Cluster, port: number, settings: string
   const args = ["-D", c.databaseDir, "-p", String(port), ...settings.flatMap((s) => ["-c", s])];
   const child = spawnAs(c, c.binaries.postgres, args, true);
   const exited = exitOf(child);
+  // It has a process group of its own: should signalbox exit, even before Postgres is ready (a
+  // second Ctrl-C during a slow first start), it is asked to stop.
+  const stopAtExit = () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill("SIGINT");
+  };
+  process.on("exit", stopAtExit);
+  void exited.then(
+    (code) => c.log.debug({ code }, "embedded postgres exited"),
+    () => {},
+  ).finally(() => process.off("exit", stopAtExit));
   let tail = "";
   await new Promise<void>((resolve, reject) => {
     let buffered = "";
@@ -70,14 +80,6 @@ export async function startPostmaster(c: Cluster, port: number, settings: string
     });
     exited.then((code) => reject(new Error(`the embedded Postgres (${c.databaseDir}) stopped at start: ${lastError(tail) ?? `exit ${code}`}`)), reject);
   });
-  const stopAtExit = () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill("SIGINT");
-  };
-  process.on("exit", stopAtExit);
-  void exited.then(
-    (code) => c.log.debug({ code }, "embedded postgres exited"),
-    () => {},
-  ).finally(() => process.off("exit", stopAtExit));
   return {
     pid: child.pid!,
     async stop() {
