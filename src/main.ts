@@ -17,6 +17,7 @@ import { DatabaseAvailability, ping } from "./db/availability.ts";
 import { pingDatabase } from "./db/ping.ts";
 import { loadSignalTypesFile } from "./signal-types/load-signal-types-file.ts";
 import { SignalTypeCache } from "./signal-types/signal-type-cache.ts";
+import { ListenConnection, superviseListening } from "./db/listen-connection.ts";
 import { ChangeFeed } from "./events/change-feed.ts";
 import { releaseAfterCrash } from "./worker/release-after-crash.ts";
 import { startWorker } from "./worker/runner.ts";
@@ -73,8 +74,10 @@ async function main() {
   const secretBox = config.SIGNALBOX_SECRET_KEY ? new SecretBox(parseSecretKey(config.SIGNALBOX_SECRET_KEY)) : undefined;
   if (!secretBox) log.warn("SIGNALBOX_SECRET_KEY is not set: signing secrets are stored unencrypted in the database");
   const metrics = createMetrics({ defaultMetrics: true });
+  // LISTEN on a client of its own, replaced should its connection go silent (superviseListening below).
+  const listenConnection = new ListenConnection(url);
   const signalTypeCache = new SignalTypeCache();
-  await signalTypeCache.listen(database.sql, database.db);
+  await signalTypeCache.listen(listenConnection, database.db);
   const deps = { db: database.db, config, log, secrets, secretBox, metrics, signalTypeCache };
   if (config.SIGNALBOX_SIGNAL_TYPES_FILE) {
     const names = await loadSignalTypesFile(deps, config.SIGNALBOX_SIGNAL_TYPES_FILE, process.env);
@@ -82,13 +85,14 @@ async function main() {
   }
 
   const changes = new ChangeFeed({ maxHeld: config.SIGNALBOX_MAX_HELD_REQUESTS });
-  await changes.listen(database.sql, log);
+  await changes.listen(listenConnection, log);
   // While the database is away requests answer 503 at once; when it is back, what may have
   // changed unseen (NOTIFYs are lost meanwhile) is read again.
   const availability = new DatabaseAvailability(database.db);
   // A connection of its own asks whether the database still answers (see watch).
   const heartbeat = openDatabase(url, { max: 1 });
   availability.watch(() => ping(heartbeat.db, HEARTBEAT_TIMEOUT_MS), HEARTBEAT_EVERY_MS);
+  const stopWatchingListen = superviseListening({ connection: listenConnection, delivers: () => changes.listening(), databaseUp: () => availability.up, log });
   availability.onChange((up) => {
     if (up) {
       signalTypeCache.clear();
@@ -182,7 +186,8 @@ async function main() {
     await step("http", () => closeServer(server), 1_500);
     await step("worker", () => worker.stop(), 5_500);
     availability.close();
-    await step("listen", () => Promise.all([changes.close(), signalTypeCache.close()]), 500);
+    stopWatchingListen();
+    await step("listen", () => Promise.all([changes.close(), signalTypeCache.close()]).then(() => listenConnection.close()), 500);
     await step("database", () => Promise.all([database.close(), heartbeat.close()]), 1_000);
     await step("embedded", async () => embedded?.stop(), 2_000);
     log.info("stopped");

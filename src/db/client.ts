@@ -13,7 +13,7 @@ export interface Database {
   close(): Promise<void>;
 }
 
-const CONNECT_TIMEOUT_S = 1;
+export const CONNECT_TIMEOUT_S = 1;
 /** Seconds before connection attempt `n` (1, 2, ...) after a failure: 50 ms doubling to 500 ms, jittered. */
 export const reconnectDelayS = (n: number) => Math.min(0.5, 0.05 * 2 ** Math.max(0, n - 1)) * (0.5 + Math.random() / 2);
 

@@ -1,6 +1,6 @@
-import type postgres from "postgres";
 import { ServiceUnavailableError } from "../core/errors.ts";
 import type { Log } from "../core/logger.ts";
+import type { Listener } from "../db/listen-connection.ts";
 
 /**
  * NOTIFY channels, sent inside the changing transaction. A run's payload is its id; a wait's is
@@ -63,10 +63,10 @@ export class ChangeFeed {
   }
   #unlisten: Array<() => Promise<void>> = [];
   #safetyPoll: NodeJS.Timeout | undefined;
-  #sql: postgres.Sql | undefined;
+  #sql: Listener | undefined;
   readonly #probes = new Map<string, () => void>();
 
-  async listen(sql: postgres.Sql, log: Log, safetyPollMs = 10_000): Promise<void> {
+  async listen(sql: Listener, log: Log, safetyPollMs = 10_000): Promise<void> {
     this.#sql = sql;
     // postgres.js listens again on a new connection after the old one dropped; NOTIFYs sent in
     // between are lost, so every waiter re-reads then.

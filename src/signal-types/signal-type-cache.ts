@@ -1,4 +1,4 @@
-import type postgres from "postgres";
+import type { Listener } from "../db/listen-connection.ts";
 import type { Queryable } from "../db/client.ts";
 import type { SignalTypeRow } from "./signal-type.ts";
 import { findSignalType, listSignalTypeNames } from "./signal-types.queries.ts";
@@ -53,7 +53,7 @@ export class SignalTypeCache {
    * `clear` (a LISTEN reconnect, the database back): undeclared names share one rate-limit
    * bucket from the first request on, not from the first request that reads the set.
    */
-  async listen(sql: postgres.Sql, db: Queryable): Promise<void> {
+  async listen(sql: Listener, db: Queryable): Promise<void> {
     this.#db = db;
     const sub = await sql.listen(SIGNAL_TYPE_CHANGED_CHANNEL, (name) => this.forget(name), () => this.clear());
     this.#unlisten = sub.unlisten;

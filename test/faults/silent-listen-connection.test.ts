@@ -1,0 +1,49 @@
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { startPrivatePostgres, type PrivatePostgres } from "../helpers/private-postgres.ts";
+import { answers200, onDatabase, spawnService, type ServiceProcess } from "../helpers/service-process.ts";
+
+// The LISTEN connection left open and silent (a failover or a network cut: no error, no reset)
+// while new connections work. Here its backend is stopped (SIGSTOP) and the postmaster is not:
+// the process must notice that its NOTIFYs no longer come back and listen on a new connection,
+// so /readyz is ready again and long-polls are woken by changes.
+
+let pg: PrivatePostgres;
+let svc: ServiceProcess;
+let frozen: number[] = [];
+
+beforeAll(async () => {
+  pg = await startPrivatePostgres("silent-listen");
+  svc = await spawnService(onDatabase(pg.url, { LOG_LEVEL: "warn" }));
+  await answers200(svc, "/readyz", 60_000);
+  expect((await svc.api("/signal-types/approval", { method: "PUT", json: { auth: { scheme: "none" } } })).status).toBe(201);
+}, 120_000);
+
+afterAll(async () => {
+  for (const pid of frozen) {
+    try {
+      process.kill(pid, "SIGCONT");
+    } catch {}
+  }
+  if (svc?.alive()) svc.child.kill("SIGKILL");
+  await pg?.destroy();
+});
+
+it("a LISTEN connection gone silent is replaced: ready again, and a long-poll wakes at the change", async () => {
+  const rows = await pg.admin<Array<{ pid: number }>>`select pid from pg_stat_activity where application_name = 'signalbox-listen'`;
+  frozen = rows.map((r) => r.pid);
+  expect(frozen.length).toBeGreaterThan(0);
+  for (const pid of frozen) process.kill(pid, "SIGSTOP");
+
+  await answers200(svc, "/readyz", 20_000);
+  expect(svc.logs().some((l) => String(l.msg).includes("the LISTEN connection stopped delivering"))).toBe(true);
+
+  // A long-poll is woken by the signal's NOTIFY, not by the 10 s safety poll.
+  const wait = (await (await svc.api("/runs/silent-listen/waits", { method: "POST", json: { signal: "approval" } })).json()) as { id: string };
+  const held = svc.api(`/waits/${wait.id}?wait_s=25`);
+  await new Promise((r) => setTimeout(r, 300));
+  const sent = performance.now();
+  expect((await fetch(`${svc.baseUrl}/signals/silent-listen/approval`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })).status).toBe(202);
+  const answered = (await (await held).json()) as { status: string };
+  expect(answered.status).toBe("received");
+  expect(performance.now() - sent).toBeLessThan(5_000);
+}, 90_000);
