@@ -138,7 +138,7 @@ const redeliverStartRoute = createRoute({
   tags: ["Runs"],
   security: bearerSecurity,
   request: { params: RunParams },
-  responses: { 202: json(StartSchema, "Queued: the start, its delivery `pending`"), ...commonProblems, 404: problems[404] },
+  responses: { 202: json(StartSchema, "Queued: the start, its delivery `pending`"), ...commonProblems, 404: problems[404], 413: problems[413] },
 });
 
 const RunStartEventSchema = z

@@ -84,7 +84,7 @@ const controlRoute = (verb: "pause" | "resume" | "cancel", summary: string, ok: 
     tags: ["Runs"],
     security: bearerSecurity,
     request: { params: RunParams, body: controlBody(verb) },
-    responses: { 200: json(RunSchema, ok), ...commonProblems, 409: problems[409] },
+    responses: { 200: json(RunSchema, ok), ...commonProblems, 409: problems[409], 413: problems[413] },
   });
 
 const pause = controlRoute("pause", "Pause a run and its descendants (takes effect at checkpoints)", "Paused (pausing again changes nothing)");
@@ -113,7 +113,7 @@ const continueRoute = createRoute({
   tags: ["Runs"],
   security: bearerSecurity,
   request: { params: RunParams, body: { content: { "application/json": { schema: ContinueBody, example: { run_id: "order-17-2", by: "engine", reason: "history too long" } } }, required: true } },
-  responses: { 200: json(RunSchema, "The old run, now `continued` (or already continued as that run)"), ...commonProblems, 409: problems[409] },
+  responses: { 200: json(RunSchema, "The old run, now `continued` (or already continued as that run)"), ...commonProblems, 409: problems[409], 413: problems[413] },
 });
 
 const ChildBody = z.object({ run_id: RunIdSchema }).strict().openapi("RunChild");
@@ -125,7 +125,7 @@ const addChild = createRoute({
   tags: ["Runs"],
   security: bearerSecurity,
   request: { params: RunParams, body: { content: { "application/json": { schema: ChildBody, example: { run_id: "order-17-shipping" } } }, required: true } },
-  responses: { 200: json(RunSchema, "The parent, with its children"), ...commonProblems, 409: problems[409] },
+  responses: { 200: json(RunSchema, "The parent, with its children"), ...commonProblems, 409: problems[409], 413: problems[413] },
 });
 const removeChild = createRoute({
   method: "delete",
@@ -153,7 +153,7 @@ const checkpointRoute = createRoute({
     }),
     query: z.object({ wait_s: z.coerce.number().min(0).max(MAX_CHECKPOINT_WAIT_S).default(0).openapi({ description: `Hold up to this many seconds (max ${MAX_CHECKPOINT_WAIT_S})` }) }),
   },
-  responses: { 200: json(z.object({ proceed: z.boolean() }).openapi("CheckpointAnswer"), "Whether the run may go on"), ...commonProblems, 409: problems[409] },
+  responses: { 200: json(z.object({ proceed: z.boolean() }).openapi("CheckpointAnswer"), "Whether the run may go on"), ...commonProblems, 409: problems[409], 413: problems[413] },
 });
 
 const events = createRoute({

@@ -283,6 +283,7 @@ const redrive = createRoute({
       "`already_redriven` (with `redriven_as`) or `not_redrivable` (a `Problem`); or the new attempt was rejected_not_waiting, rejected_not_active or rejected_idempotency_conflict (an `IntakeProblem` with `signal_id` and `redriven_from`)",
       z.union([ProblemSchema, IntakeProblemSchema]),
     ),
+    413: problems[413],
     422: problem("`payload_not_kept` (a `Problem`), or the new attempt was rejected_invalid_payload (an `IntakeProblem` with `validation_errors`)", z.union([ProblemSchema, IntakeProblemSchema])),
     500: problems[500],
     503: problems[503],

@@ -129,7 +129,7 @@ const cancel = createRoute({
   tags: ["Waits"],
   security: bearerSecurity,
   request: { params: IdParams },
-  responses: { 200: json(WaitSchema, "Cancelled"), ...commonProblems, 404: problems[404], 409: problems[409] },
+  responses: { 200: json(WaitSchema, "Cancelled"), ...commonProblems, 404: problems[404], 409: problems[409], 413: problems[413] },
 });
 
 const redeliver = createRoute({
@@ -142,7 +142,7 @@ const redeliver = createRoute({
   tags: ["Waits"],
   security: bearerSecurity,
   request: { params: IdParams },
-  responses: { 202: json(WaitSchema, "Delivery queued"), ...commonProblems, 404: problems[404], 409: problems[409] },
+  responses: { 202: json(WaitSchema, "Delivery queued"), ...commonProblems, 404: problems[404], 409: problems[409], 413: problems[413] },
 });
 
 const listForRun = createRoute({

@@ -16,4 +16,14 @@ describe("openapi/openapi.json", () => {
     // `token`: the signed approval link in /approvals/{token} (API.md gives links as opaque URLs).
     expect(new Set(params)).toEqual(new Set(["run", "signal", "name", "id", "token"]));
   });
+
+  it("lists 413 on every operation that may be sent a body (every POST, PUT and PATCH has its size capped)", () => {
+    const doc = openApiDocument() as { paths: Record<string, Record<string, { responses: Record<string, unknown> }>> };
+    const missing = Object.entries(doc.paths).flatMap(([path, ops]) =>
+      Object.entries(ops)
+        .filter(([method, op]) => ["post", "put", "patch"].includes(method) && !("413" in op.responses))
+        .map(([method]) => `${method.toUpperCase()} ${path}`),
+    );
+    expect(missing).toEqual([]);
+  });
 });

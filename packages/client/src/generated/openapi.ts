@@ -2218,6 +2218,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Body larger than SIGNALBOX_MAX_BODY_BYTES */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Unexpected server error (the detail carries only the request id) */
             500: {
                 headers: {
@@ -2289,6 +2298,15 @@ export interface operations {
             };
             /** @description Conflicts with the current state */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body larger than SIGNALBOX_MAX_BODY_BYTES */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2573,6 +2591,15 @@ export interface operations {
             };
             /** @description No such resource */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body larger than SIGNALBOX_MAX_BODY_BYTES */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3106,6 +3133,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"] | components["schemas"]["IntakeProblem"];
                 };
             };
+            /** @description Body larger than SIGNALBOX_MAX_BODY_BYTES */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description `payload_not_kept` (a `Problem`), or the new attempt was rejected_invalid_payload (an `IntakeProblem` with `validation_errors`) */
             422: {
                 headers: {
@@ -3412,6 +3448,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Body larger than SIGNALBOX_MAX_BODY_BYTES */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Unexpected server error (the detail carries only the request id) */
             500: {
                 headers: {
@@ -3483,6 +3528,15 @@ export interface operations {
             };
             /** @description Conflicts with the current state */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body larger than SIGNALBOX_MAX_BODY_BYTES */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3562,6 +3616,15 @@ export interface operations {
             };
             /** @description Conflicts with the current state */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body larger than SIGNALBOX_MAX_BODY_BYTES */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3649,6 +3712,15 @@ export interface operations {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
             };
+            /** @description Body larger than SIGNALBOX_MAX_BODY_BYTES */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Unexpected server error (the detail carries only the request id) */
             500: {
                 headers: {
@@ -3720,6 +3792,15 @@ export interface operations {
             };
             /** @description Conflicts with the current state */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body larger than SIGNALBOX_MAX_BODY_BYTES */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3865,6 +3946,15 @@ export interface operations {
             };
             /** @description Conflicts with the current state */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body larger than SIGNALBOX_MAX_BODY_BYTES */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };
