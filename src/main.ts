@@ -62,6 +62,12 @@ async function main() {
     embeddedStarting = startEmbeddedPostgres(config.SIGNALBOX_DATA_DIR, log);
     embedded = await embeddedStarting;
     url = embedded.url;
+    // Nothing here can bring it back while running (its postmaster.pid, the data dir lock):
+    // exit, and the supervisor that restarts signalbox starts Postgres again, with crash recovery.
+    void embedded.died.then((code) => {
+      log.fatal({ code }, "the embedded Postgres exited by itself: exiting so that signalbox and Postgres are started again");
+      process.exit(1);
+    });
   }
   await migrateDatabase(url).catch((err: unknown) => {
     const line = describeConnectError(err, url, config.DATABASE_URL ? "DATABASE_URL" : "the embedded Postgres");

@@ -11,6 +11,8 @@ import { initCluster, startPostmaster, stopOrphanedPostmaster } from "./postmast
 export interface EmbeddedDatabase {
   url: string;
   stop(): Promise<void>;
+  /** Settles only if Postgres exits by itself (killed, crashed): not when `stop` stops it. */
+  died: Promise<number | string>;
 }
 
 const USER = "signalbox";
@@ -55,6 +57,7 @@ export async function startEmbeddedPostgres(dataDir: string, log: Log, settings:
     log.info({ port, pid: postmaster.pid }, "embedded Postgres started");
     return {
       url: `${server}/${DATABASE}`,
+      died: postmaster.died,
       async stop() {
         try {
           await postmaster.stop();

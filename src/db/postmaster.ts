@@ -13,6 +13,8 @@ const READY = "database system is ready to accept connections";
 export interface Postmaster {
   pid: number;
   stop(): Promise<void>;
+  /** Settles (with its exit code or signal) only if it exits without `stop` asking it to. */
+  died: Promise<number | string>;
 }
 
 interface Cluster {
@@ -80,9 +82,12 @@ export async function startPostmaster(c: Cluster, port: number, settings: string
     });
     exited.then((code) => reject(new Error(`the embedded Postgres (${c.databaseDir}) stopped at start: ${lastError(tail) ?? `exit ${code}`}`)), reject);
   });
+  let stopAsked = false;
   return {
     pid: child.pid!,
+    died: exited.then((code) => (stopAsked ? new Promise<never>(() => {}) : code)),
     async stop() {
+      stopAsked = true;
       if (child.exitCode !== null || child.signalCode !== null) return;
       child.kill("SIGINT"); // fast shutdown: rolls back open transactions, keeps everything committed
       if (!(await settlesWithin(exited, 30_000))) {
