@@ -2,7 +2,7 @@ import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, expect, it } from "vitest";
-import { killServices, spawnService } from "../helpers/service-process.ts";
+import { killServices, processAlive, spawnService } from "../helpers/service-process.ts";
 import { waitFor } from "../helpers/wait-for.ts";
 
 // Ctrl-C pressed twice during a slow embedded start (as after shutdown, where a second signal
@@ -19,15 +19,6 @@ afterAll(async () => {
   for (const d of dirs) await fs.rm(d, { recursive: true, force: true });
 });
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 it("a second SIGINT while starting does not leave the embedded Postgres running", async () => {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), "signalbox-dblint-"));
   await fs.chmod(dir, 0o755);
@@ -42,6 +33,6 @@ it("a second SIGINT while starting does not leave the embedded Postgres running"
   await new Promise((r) => setTimeout(r, 3000));
   const pidFile = await fs.readFile(path.join(dir, "data", "pg", "postmaster.pid"), "utf8").catch(() => "");
   const postmaster = Number(pidFile.split("\n")[0]);
-  if (postmaster && alive(postmaster)) orphan = postmaster;
-  expect(Boolean(postmaster) && alive(postmaster), `postmaster ${postmaster} still running 3 s after signalbox exited\n${svc.output()}`).toBe(false);
+  if (postmaster && processAlive(postmaster)) orphan = postmaster;
+  expect(Boolean(postmaster) && processAlive(postmaster), `postmaster ${postmaster} still running 3 s after signalbox exited\n${svc.output()}`).toBe(false);
 }, 90_000);

@@ -2,7 +2,7 @@ import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { answers200, killServices, spawnService, startService, type ServiceProcess } from "../helpers/service-process.ts";
+import { answers200, killServices, processAlive, spawnService, startService, type ServiceProcess } from "../helpers/service-process.ts";
 import { waitFor } from "../helpers/wait-for.ts";
 
 // The embedded Postgres belongs to one signalbox process per SIGNALBOX_DATA_DIR. Real processes:
@@ -24,15 +24,6 @@ async function openDataDir(): Promise<string> {
 
 const postmasterPid = (svc: ServiceProcess) => svc.logs().find((l) => l.msg === "embedded Postgres started")?.pid as number;
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 async function stop(svc: ServiceProcess): Promise<void> {
   svc.child.kill("SIGTERM");
   expect(await svc.exited, svc.output()).toBe(0);
@@ -53,18 +44,18 @@ describe("one embedded signalbox per data dir", () => {
     expect(lines[0]).toMatch(new RegExp(`SIGNALBOX_DATA_DIR .* is in use by signalbox process ${first.pid} `));
 
     // The first one is untouched: same postmaster, still serving reads and writes.
-    expect(alive(postmaster)).toBe(true);
+    expect(processAlive(postmaster)).toBe(true);
     expect((await fetch(`${first.baseUrl}/readyz`)).status).toBe(200);
     expect((await first.api("/signal-types/approval", { method: "PUT", json: { auth: { scheme: "none" } } })).status).toBe(201);
 
     // A crash leaves a stale lock and an orphaned postmaster: the next start recovers by itself.
     first.child.kill("SIGKILL");
     await first.exited;
-    expect(alive(postmaster)).toBe(true);
+    expect(processAlive(postmaster)).toBe(true);
     const third = await startService({ SIGNALBOX_DATA_DIR: dataDir });
     await answers200(third, "/readyz");
     expect(third.output()).toContain("stopping the embedded Postgres left running by a signalbox process that died");
-    expect(alive(postmaster)).toBe(false);
+    expect(processAlive(postmaster)).toBe(false);
     expect((await third.api("/signal-types/approval")).status).toBe(200); // the data survived
 
     await stop(third);

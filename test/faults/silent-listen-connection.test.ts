@@ -9,7 +9,6 @@ import { answers200, onDatabase, spawnService, type ServiceProcess } from "../he
 
 let pg: PrivatePostgres;
 let svc: ServiceProcess;
-let frozen: number[] = [];
 
 beforeAll(async () => {
   pg = await startPrivatePostgres("silent-listen");
@@ -19,20 +18,12 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  for (const pid of frozen) {
-    try {
-      process.kill(pid, "SIGCONT");
-    } catch {}
-  }
   if (svc?.alive()) svc.child.kill("SIGKILL");
   await pg?.destroy();
 });
 
 it("a LISTEN connection gone silent is replaced: ready again, and a long-poll wakes at the change", async () => {
-  const rows = await pg.admin<Array<{ pid: number }>>`select pid from pg_stat_activity where application_name = 'signalbox-listen'`;
-  frozen = rows.map((r) => r.pid);
-  expect(frozen.length).toBeGreaterThan(0);
-  for (const pid of frozen) process.kill(pid, "SIGSTOP");
+  expect(await pg.freezeBackends("signalbox-listen")).toBeGreaterThan(0);
 
   await answers200(svc, "/readyz", 20_000);
   expect(svc.logs().some((l) => String(l.msg).includes("the LISTEN connection stopped delivering"))).toBe(true);

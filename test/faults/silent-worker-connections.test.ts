@@ -12,7 +12,6 @@ import { waitFor } from "../helpers/wait-for.ts";
 let pg: PrivatePostgres;
 let svc: ServiceProcess;
 let engine: Awaited<ReturnType<typeof startCallbackReceiver>>;
-let frozen: number[] = [];
 
 beforeAll(async () => {
   pg = await startPrivatePostgres("silent-worker");
@@ -23,11 +22,6 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  for (const pid of frozen) {
-    try {
-      process.kill(pid, "SIGCONT");
-    } catch {}
-  }
   if (svc?.alive()) svc.child.kill("SIGKILL");
   await engine?.close();
   await pg?.destroy();
@@ -42,10 +36,7 @@ async function openWait(run: string, body: Record<string, unknown>): Promise<str
 it("job runners whose connections went silent start again on new ones: callbacks and timeouts flow", async () => {
   const signalled = await openWait("silent-a", {});
   const timed = await openWait("silent-b", { timeout_s: 3 });
-  const rows = await pg.admin<Array<{ pid: number }>>`select pid from pg_stat_activity where application_name like 'signalbox-worker%'`;
-  frozen = rows.map((r) => r.pid);
-  expect(frozen.length).toBeGreaterThan(0);
-  for (const pid of frozen) process.kill(pid, "SIGSTOP");
+  expect(await pg.freezeBackends("signalbox-worker")).toBeGreaterThan(0);
 
   expect((await fetch(`${svc.baseUrl}/signals/silent-a/approval`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })).status).toBe(202);
   const delivered = (id: string) => engine.received.find((cb) => (cb.json as { wait: { id: string } }).wait.id === id);

@@ -29,6 +29,12 @@ export interface PrivatePostgres {
   thaw(): Promise<void>;
   /** Terminates every backend whose application_name starts with `prefix`; returns how many. */
   terminateBackends(prefix: string): Promise<number>;
+  /**
+   * SIGSTOP to the backends whose application_name starts with `prefix`, and to no other
+   * process: those connections go silent while new ones work (a failover, a network cut).
+   * Returns how many; `thaw` and `destroy` resume them.
+   */
+  freezeBackends(prefix: string): Promise<number>;
   destroy(): Promise<void>;
 }
 
@@ -71,6 +77,14 @@ export async function startPrivatePostgres(name: string): Promise<PrivatePostgre
   const url = `postgres://${USER}@127.0.0.1:${port}/${DATABASE}`;
   const admin = postgres(url, { max: 1, onnotice: () => {}, connection: { application_name: "fault-test-admin" }, backoff: () => 0.05 });
 
+  const frozenBackends: number[] = [];
+  const resumeBackends = () => {
+    for (const pid of frozenBackends.splice(0)) {
+      try {
+        process.kill(pid, "SIGCONT");
+      } catch {} // gone already
+    }
+  };
   return {
     url,
     admin,
@@ -78,14 +92,26 @@ export async function startPrivatePostgres(name: string): Promise<PrivatePostgre
     stop: async (mode = "fast") => void (await pgCtl("stop", "-m", mode)),
     start: async () => void (await pgCtl("start")),
     freeze: () => signalServer(dataDir, "SIGSTOP"),
-    thaw: () => signalServer(dataDir, "SIGCONT"),
+    thaw: async () => {
+      resumeBackends();
+      await signalServer(dataDir, "SIGCONT");
+    },
     async terminateBackends(prefix) {
       const rows = await admin<{ ok: boolean }[]>`
         select pg_terminate_backend(pid) as ok from pg_stat_activity
         where application_name like ${prefix + "%"} and pid <> pg_backend_pid()`;
       return rows.length;
     },
+    async freezeBackends(prefix) {
+      const rows = await admin<Array<{ pid: number }>>`select pid from pg_stat_activity where application_name like ${prefix + "%"} and pid <> pg_backend_pid()`;
+      for (const { pid } of rows) {
+        process.kill(pid, "SIGSTOP");
+        frozenBackends.push(pid);
+      }
+      return rows.length;
+    },
     async destroy() {
+      resumeBackends();
       await admin.end({ timeout: 1 }).catch(() => {});
       await pgCtl("stop", "-m", "immediate").catch(() => {});
       await fs.rm(dataDir, { recursive: true, force: true });

@@ -121,6 +121,16 @@ export async function answers200(svc: ServiceProcess, p = "/readyz", timeoutMs =
   });
 }
 
+/** Whether a process with this pid runs (a signal 0 reaches it). */
+export function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** SIGKILLs every process this helper started that still runs (for afterAll). */
 export function killServices(): void {
   for (const child of started.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
