@@ -2,7 +2,8 @@ import { Ajv2020, type ErrorObject, type ValidateFunction } from "ajv/dist/2020.
 import addFormats from "ajv-formats";
 import { inexactNumbers } from "../core/json-text.ts";
 import type { ValidationIssue } from "../core/errors.ts";
-import { escapePointer } from "../core/json-pointer.ts";
+import { escapePointer, valueAt } from "../core/json-pointer.ts";
+import { laxRegExp, linearRegExp, patternProblem } from "./linear-regexp.ts";
 
 /** Schemas arrive at runtime from callers, so they are untrusted: bounded, local, no $data. */
 const MAX_SCHEMA_BYTES = 64 * 1024;
@@ -28,9 +29,17 @@ function newAjv(lax = false): Ajv2020 {
     addUsedSchema: false,
     loadSchema: undefined,
     validateFormats: true,
-    // Compile `pattern` with the `u` flag; catastrophic patterns are refused at declaration.
+    // Patterns mean what they do in ECMAScript with the `u` flag, but run on RE2, in linear time.
     unicodeRegExp: true,
+    code: { regExp: lax ? laxRegExp : linearRegExp },
+    // Otherwise ajv refuses a property that a patternProperties key also matches (valid JSON
+    // Schema), testing each key against each name with V8's backtracking RegExp at compile time.
+    allowMatchingProperties: true,
     logger: false,
+    // Compile each referenced subschema once, as a function. Inlined (ajv's default), a ref-free
+    // subschema is copied into the code at every $ref: 100 refs to a 300-property $def made 37 MB
+    // of code and 16 s of compiling; 1000 ran out of memory.
+    inlineRefs: false,
   });
   // "fast" mode: the formats' own regular expressions are the simple, linear ones.
   addFormats.default(ajv, { mode: "fast" });
@@ -56,6 +65,8 @@ export function checkSchema(schema: unknown): ValidationIssue[] {
   if (refs) return [refs];
   const unique = findQuadraticUniqueItems(schema, "/schema");
   if (unique) return [unique];
+  const expansion = findRefExpansion(schema);
+  if (expansion) return [expansion];
   try {
     newAjv().compile(schema as object);
     return [];
@@ -73,8 +84,8 @@ export function payloadValidator(schema: unknown): ValidateFunction | null {
     try {
       fn = ajv.compile(schema as object);
     } catch {
-      // Declared before unknown keywords and formats were refused: validate as it was then
-      // (unknown keywords ignored) rather than fail every signal of the type with a 500.
+      // Declared before unknown keywords, formats and patterns RE2 cannot run were refused:
+      // validate as it was then (unknown keywords ignored) rather than fail every signal with a 500.
       fn = (laxAjv ??= newAjv(true)).compile(schema as object);
     }
     if (cache.size > 1000) cache.clear();
@@ -127,15 +138,16 @@ const MAX_PATTERN_CHARS = 1000;
 function unsafePattern(source: string): string | null {
   if (source.length > MAX_PATTERN_CHARS) return `pattern is too long (max ${MAX_PATTERN_CHARS} characters)`;
   if (hasNestedRepetition(source)) return "pattern has nested or alternated quantifiers that can backtrack catastrophically";
-  return null;
+  return patternProblem(source);
 }
 
 /**
  * True when a repeated group (`+`, `*` or `{n,m}` after `)`) contains, at any depth, a quantifier
- * or an alternation: `(a+)+`, `((a)+)+`, `(?:x*y){2,}`, `(a|aa)*`. These are the shapes that
- * backtrack exponentially (ajv compiles with the `u` flag, so V8's linear fallback never
- * applies). Escapes and character classes are skipped, so `\(a+\)+` and `[(+)]+` are fine.
- * Conservative by design: some safe patterns such as `^[a-z]+(-[a-z]+)*$` are refused too.
+ * or an alternation: `(a+)+`, `((a)+)+`, `(?:x*y){2,}`, `(a|aa)*`, the shapes that backtrack
+ * exponentially in V8. Escapes and character classes are skipped, so `\(a+\)+` and `[(+)]+` are
+ * fine. Conservative: some safe patterns such as `^[a-z]+(-[a-z]+)*$` are refused too.
+ * No longer needed for safety since patterns run on RE2 (see linear-regexp.ts), which nothing
+ * makes backtrack; the refusals it gives are still part of the declared behaviour for now.
  */
 function hasNestedRepetition(source: string): boolean {
   const groups: boolean[] = []; // per open group: does it contain a quantifier or alternation?
@@ -238,6 +250,84 @@ function findRemoteRef(value: unknown, path: string): ValidationIssue | null {
     }
     const inner = findRemoteRef(v, here);
     if (inner) return inner;
+  }
+  return null;
+}
+
+/**
+ * Local references let a small schema stand for a huge one: a value is checked against the whole
+ * subschema behind every $ref, so 1000 refs to a 300-property $def are 300 000 checks (and as many
+ * errors) per signal, and a 2 KB chain of 7 $defs with 10 refs each is 10^7. So the schema with
+ * every reference written out must stay within what the size cap allows anyway (a value takes at
+ * least two bytes, so only references can exceed this). And a reference may not lead back into
+ * itself: with two such references the work doubles at each level of the payload's nesting.
+ */
+const MAX_EXPANDED_VALUES = MAX_SCHEMA_BYTES / 2;
+/** Schemas here are applied only where a $ref names them, so they count there. */
+const DEFINITIONS = new Set(["$defs", "definitions"]);
+
+function findRefExpansion(root: unknown): ValidationIssue | null {
+  if (root === null || typeof root !== "object") return null;
+  // Where each object is, and the resource ($id, else the root) its references resolve against.
+  const where = new Map<object, { path: string; resource: object }>();
+  const anchors = new Map<string, object[]>();
+  const index = (node: object, path: string, resource: object, inNameMap: boolean) => {
+    const o = node as Record<string, unknown>;
+    if (!inNameMap && !Array.isArray(o) && typeof o.$id === "string") resource = node;
+    where.set(node, { path, resource });
+    for (const [k, v] of Object.entries(o)) {
+      if (!inNameMap && DATA_KEYWORDS.has(k)) continue;
+      if (!inNameMap && (k === "$anchor" || k === "$dynamicAnchor") && typeof v === "string") anchors.set(v, [...(anchors.get(v) ?? []), node]);
+      if (v !== null && typeof v === "object") index(v, `${path}/${escapePointer(k)}`, resource, !inNameMap && NAME_MAPS.has(k));
+    }
+  };
+  index(root, "/schema", root, false);
+
+  // A schema's targets: the one its JSON Pointer names, or every schema with that anchor.
+  const targets = (ref: string, resource: object): object[] => {
+    let fragment: string;
+    try {
+      fragment = decodeURIComponent(ref.slice(1));
+    } catch {
+      return []; // unresolvable: ajv refuses it
+    }
+    if (fragment !== "" && !fragment.startsWith("/")) return anchors.get(fragment) ?? [];
+    const target = valueAt(resource, fragment);
+    return target !== null && typeof target === "object" ? [target] : [];
+  };
+
+  const sizes = new Map<object, number>();
+  const open = new Set<object>(); // objects being counted: a reference to one of them is a cycle
+  let recursive: ValidationIssue | null = null;
+  const size = (node: unknown, inNameMap: boolean): number => {
+    if (node === null || typeof node !== "object") return 1;
+    const known = sizes.get(node);
+    if (known !== undefined) return known;
+    open.add(node);
+    let total = 1;
+    for (const [k, v] of Object.entries(node)) {
+      if (recursive || total > MAX_EXPANDED_VALUES) break;
+      if (!inNameMap && (DATA_KEYWORDS.has(k) || DEFINITIONS.has(k))) {
+        total++;
+        continue;
+      }
+      total += size(v, !inNameMap && NAME_MAPS.has(k));
+      if (!inNameMap && (k === "$ref" || k === "$dynamicRef") && typeof v === "string") {
+        const { path, resource } = where.get(node)!;
+        for (const target of targets(v, resource)) {
+          if (open.has(target)) recursive ??= { path: `${path}/${escapePointer(k)}`, message: "$ref must not be recursive (lead back to a schema that contains it)" };
+          else total += size(target, false);
+        }
+      }
+    }
+    open.delete(node);
+    sizes.set(node, total);
+    return total;
+  };
+  const total = size(root, false);
+  if (recursive) return recursive;
+  if (total > MAX_EXPANDED_VALUES) {
+    return { path: "/schema", message: `must not expand to more than ${MAX_EXPANDED_VALUES} values with each $ref written out in full` };
   }
   return null;
 }
