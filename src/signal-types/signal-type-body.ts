@@ -14,7 +14,8 @@ export const SignalTypeBodySchema = z
       .union([z.record(z.string(), z.unknown()), z.boolean(), z.null()])
       .optional()
       .openapi({
-        description: "JSON Schema (draft 2020-12) every payload must satisfy; null accepts any JSON",
+        description:
+          "JSON Schema (draft 2020-12) every payload must satisfy; null accepts any JSON. Bounded (422 otherwise): at most 64 KiB, local `$ref`s only and none leading back into the schema that holds it, and `pattern`s that run in linear time (RE2's syntax: no backreferences or lookarounds)",
         example: { type: "object", required: ["approved"], properties: { approved: { type: "boolean" } } },
       }),
     auth: z
