@@ -54,6 +54,28 @@ export const MetadataInput = z.preprocess((value, ctx) => {
   return value;
 }, z.record(z.string(), z.unknown()));
 
+/** Whether percent-encoded text decodes (a URL's user and password are sent decoded, as Basic auth). */
+function decodes(text: string): boolean {
+  try {
+    decodeURIComponent(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** An http(s) URL signalbox will POST to (a callback, a notification, a run start). */
+export const HttpUrlInput = () =>
+  z
+    .string()
+    .url()
+    .max(2000)
+    .regex(/^[Hh][Tt][Tt][Pp][Ss]?:\/\//, "must be an http(s) URL")
+    .refine((u) => {
+      const url = URL.parse(u);
+      return url !== null && decodes(url.username) && decodes(url.password);
+    }, "its user and password must be valid percent-encoding (they are sent as Basic auth)");
+
 /** An instant a client gives (RFC 3339): also within the years 0001 to 9999 (UTC), which Postgres can store. */
 export const InstantInput = z
   .string()

@@ -1,10 +1,10 @@
 import { z } from "@hono/zod-openapi";
+import { HttpUrlInput } from "../http/openapi.ts";
 import { AUTH_SCHEMES } from "./signal-type.ts";
 
 const JSON_POINTER = /^(\/([^~/]|~[01])*)*$/;
 
 /** An endpoint signalbox POSTs to, checked as a wait's callback_url is. */
-const httpUrl = () => z.string().url().max(2000).regex(/^[Hh][Tt][Tt][Pp][Ss]?:\/\//, "must be an http(s) URL");
 
 /** The body of PUT /signal-types/{name}, also the shape of each entry in SIGNALBOX_SIGNAL_TYPES_FILE. */
 export const SignalTypeBodySchema = z
@@ -48,7 +48,7 @@ export const SignalTypeBodySchema = z
       description: "Human decisions: the allowed values of the payload's `response` field",
       example: ["approve", "reject"],
     }),
-    notify_url: httpUrl().nullable().optional().openapi({
+    notify_url: HttpUrlInput().nullable().optional().openapi({
       description: "Receives a signed `signal.waiting` event when a wait for this type opens",
       example: "http://notifier:9100/signals",
     }),
@@ -57,7 +57,7 @@ export const SignalTypeBodySchema = z
       example: [3600],
     }),
     start: z
-      .object({ url: httpUrl().openapi({ description: "The engine endpoint that starts runs", example: "http://engine:9000/start" }) })
+      .object({ url: HttpUrlInput().openapi({ description: "The engine endpoint that starts runs", example: "http://engine:9000/start" }) })
       .strict()
       .nullable()
       .optional()

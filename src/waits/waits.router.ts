@@ -1,7 +1,7 @@
 import { createRoute, OpenAPIHono, z } from "@hono/zod-openapi";
 import type { Deps } from "../deps.ts";
 import { BadRequestError } from "../core/errors.ts";
-import { bearerSecurity, commonProblems, CursorQuery, defaultHook, holdQuery, InstantInput, json, MetadataInput, LimitQuery, listOf, problems, RunIdSchema, SignalNameSchema, WaitIdSchema } from "../http/openapi.ts";
+import { bearerSecurity, commonProblems, CursorQuery, defaultHook, holdQuery, HttpUrlInput, InstantInput, json, MetadataInput, LimitQuery, listOf, problems, RunIdSchema, SignalNameSchema, WaitIdSchema } from "../http/openapi.ts";
 import { cancelWait, redeliverWait } from "./cancel-wait.ts";
 import { findWaits } from "./find-waits.ts";
 import { getWait, MAX_WAIT_S } from "./get-wait.ts";
@@ -54,7 +54,7 @@ const OpenWaitBody = z
     timeout_s: z.number().min(0).max(10 * 365 * 86400).optional().openapi({ example: 172800 }),
     timeout_at: InstantInput.optional().openapi({ description: "Absolute deadline (RFC 3339); a past one times out at once" }),
     // Case-insensitive without the `i` flag: flags do not survive into the OpenAPI `pattern`.
-    callback_url: z.string().url().max(2000).regex(/^[Hh][Tt][Tt][Pp][Ss]?:\/\//, "must be an http(s) URL").optional().openapi({ example: "http://engine:9000/resume" }),
+    callback_url: HttpUrlInput().optional().openapi({ example: "http://engine:9000/resume" }),
     metadata: MetadataInput.optional().openapi({ example: { order_id: "o-17", assignee: "kim" } }),
     timer: TimerSpecSchema.optional(),
     sensor: SensorSpecSchema.optional(),
