@@ -125,7 +125,6 @@ function toIssue(e: ErrorObject): ValidationIssue {
   return { path: e.instancePath, message: e.message ?? "is invalid" };
 }
 
-
 function depthOf(value: unknown, depth = 0): number {
   if (depth > MAX_SCHEMA_DEPTH || value === null || typeof value !== "object") return depth;
   let max = depth;
@@ -137,55 +136,7 @@ const MAX_PATTERN_CHARS = 1000;
 
 function unsafePattern(source: string): string | null {
   if (source.length > MAX_PATTERN_CHARS) return `pattern is too long (max ${MAX_PATTERN_CHARS} characters)`;
-  if (hasNestedRepetition(source)) return "pattern has nested or alternated quantifiers that can backtrack catastrophically";
   return patternProblem(source);
-}
-
-/**
- * True when a repeated group (`+`, `*` or `{n,m}` after `)`) contains, at any depth, a quantifier
- * or an alternation: `(a+)+`, `((a)+)+`, `(?:x*y){2,}`, `(a|aa)*`, the shapes that backtrack
- * exponentially in V8. Escapes and character classes are skipped, so `\(a+\)+` and `[(+)]+` are
- * fine. Conservative: some safe patterns such as `^[a-z]+(-[a-z]+)*$` are refused too.
- * No longer needed for safety since patterns run on RE2 (see linear-regexp.ts), which nothing
- * makes backtrack; the refusals it gives are still part of the declared behaviour for now.
- */
-function hasNestedRepetition(source: string): boolean {
-  const groups: boolean[] = []; // per open group: does it contain a quantifier or alternation?
-  let closedRisky = false; // the atom just before this character was a group that was risky
-  const markRisky = () => {
-    if (groups.length > 0) groups[groups.length - 1] = true;
-  };
-  for (let i = 0; i < source.length; i++) {
-    const ch = source[i];
-    const afterGroup = closedRisky;
-    closedRisky = false;
-    if (ch === "\\") {
-      i++; // the escaped character is a literal or a class (\d): never a group or quantifier
-    } else if (ch === "[") {
-      for (i++; i < source.length && source[i] !== "]"; i++) if (source[i] === "\\") i++;
-    } else if (ch === "(") {
-      groups.push(false);
-      if (source[i + 1] === "?") {
-        // (?: (?= (?! (?<= (?<! (?<name>: a group, not a quantifier
-        if (source[i + 2] === "<" && source[i + 3] !== "=" && source[i + 3] !== "!") {
-          const close = source.indexOf(">", i);
-          i = close === -1 ? source.length : close;
-        } else i += source[i + 2] === "<" ? 3 : 2;
-      }
-    } else if (ch === ")") {
-      const risky = groups.pop() ?? false;
-      if (risky) markRisky();
-      closedRisky = risky;
-    } else if (ch === "|") {
-      markRisky();
-    } else if (ch === "+" || ch === "*" || (ch === "{" && /^\{\d+(?:,\d*)?\}/.test(source.slice(i, i + 24)))) {
-      if (afterGroup) return true;
-      markRisky();
-      if (ch === "{") i = source.indexOf("}", i);
-      if (source[i + 1] === "?") i++; // lazy suffix
-    }
-  }
-  return false;
 }
 
 function findUnsafePattern(value: unknown, path: string): ValidationIssue | null {
