@@ -22,3 +22,29 @@ export function logCapture<Line = Record<string, unknown>>(): { stream: Writable
   });
   return { stream, lines };
 }
+
+/**
+ * Runs `work` while asking `${baseUrl}/healthz`, one request at a time: its result, and the
+ * slowest answer in ms (Infinity when one failed or took longer than `probeTimeoutMs`). A
+ * request that blocks the event loop shows as a slow /healthz.
+ */
+export async function whileProbingHealth<T>(baseUrl: string, work: () => Promise<T>, probeTimeoutMs = 60_000): Promise<{ result: T; slowestHealthz: number }> {
+  let done = false;
+  let slowest = 0;
+  const probing = (async () => {
+    while (!done) {
+      const started = Date.now();
+      const ok = await fetch(`${baseUrl}/healthz`, { signal: AbortSignal.timeout(probeTimeoutMs) }).then((r) => r.ok, () => false);
+      slowest = Math.max(slowest, ok ? Date.now() - started : Infinity);
+      if (!ok) return;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  })();
+  await new Promise((r) => setTimeout(r, 100)); // the probe is under way before the work starts
+  try {
+    return { result: await work(), slowestHealthz: (await new Promise((r) => setTimeout(r, 100)), slowest) };
+  } finally {
+    done = true;
+    await probing;
+  }
+}

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { checkSchema, validatePayload } from "../../src/signal-types/payload-schema.ts";
 import { killServices, onDatabase, startService, type ServiceProcess } from "../helpers/service-process.ts";
+import { whileProbingHealth } from "../helpers/probes.ts";
 import { createTestDatabase } from "../helpers/test-app.ts";
 
 // A schema's `pattern` is run against every signal's strings. Run by a backtracking engine, a
@@ -18,28 +19,6 @@ afterAll(async () => {
   killServices();
   await db?.drop();
 });
-
-/** Runs `work` while polling /healthz one request at a time; returns its result and the slowest answer (ms). */
-async function whileProbing<T>(work: () => Promise<T>): Promise<{ result: T; slowestHealthz: number }> {
-  let done = false;
-  let slowest = 0;
-  const probing = (async () => {
-    while (!done) {
-      const started = Date.now();
-      const ok = await fetch(`${svc.baseUrl}/healthz`, { signal: AbortSignal.timeout(60_000) }).then((r) => r.ok, () => false);
-      slowest = Math.max(slowest, ok ? Date.now() - started : Infinity);
-      if (!ok) return;
-      await new Promise((r) => setTimeout(r, 20));
-    }
-  })();
-  await new Promise((r) => setTimeout(r, 100)); // the probe is under way before the work starts
-  try {
-    return { result: await work(), slowestHealthz: (await new Promise((r) => setTimeout(r, 100)), slowest) };
-  } finally {
-    done = true;
-    await probing;
-  }
-}
 
 let n = 0;
 async function put(schema: unknown) {
@@ -65,7 +44,7 @@ describe("a pattern that backtracks polynomially, against a long string", () => 
     it(`${pattern}: the signal is answered 422 at once and /healthz stays responsive`, async () => {
       const declared = await put({ type: "object", properties: { name: { type: "string", pattern } } });
       expect(declared.status, JSON.stringify(declared.body)).toBe(201);
-      const { result, slowestHealthz } = await whileProbing(() => send(declared.type, JSON.stringify({ name: value })));
+      const { result, slowestHealthz } = await whileProbingHealth(svc.baseUrl, () => send(declared.type, JSON.stringify({ name: value })));
       expect(result.status).toBe(422);
       expect(result.ms).toBeLessThan(1000);
       expect(slowestHealthz).toBeLessThan(1000);
@@ -76,7 +55,7 @@ describe("a pattern that backtracks polynomially, against a long string", () => 
   it("as a patternProperties key (matched against every property name)", async () => {
     const declared = await put({ type: "object", patternProperties: { "^\\w+\\s?\\w+$": { type: "string" } }, additionalProperties: false });
     expect(declared.status, JSON.stringify(declared.body)).toBe(201);
-    const { result, slowestHealthz } = await whileProbing(() => send(declared.type, JSON.stringify({ ["a".repeat(150_000) + "!"]: "x" })));
+    const { result, slowestHealthz } = await whileProbingHealth(svc.baseUrl, () => send(declared.type, JSON.stringify({ ["a".repeat(150_000) + "!"]: "x" })));
     expect(result.status).toBe(422);
     expect(result.ms).toBeLessThan(1000);
     expect(slowestHealthz).toBeLessThan(1000);
@@ -87,7 +66,7 @@ describe("a patternProperties key that also matches a declared property name", (
   it("is accepted at once: the key is not tried against the names with a backtracking engine at PUT", async () => {
     // ajv's strict check tried each key against each name with V8 (39 s for these 5 000 characters).
     const schema = { type: "object", properties: { ["a".repeat(5000)]: { type: "string" } }, patternProperties: { "^[a-z]+[a-z]+[a-z]+@": { type: "string" } } };
-    const { result, slowestHealthz } = await whileProbing(async () => {
+    const { result, slowestHealthz } = await whileProbingHealth(svc.baseUrl, async () => {
       const started = Date.now();
       return { ...(await put(schema)), ms: Date.now() - started };
     });

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { killServices, onDatabase, startService, type ServiceProcess } from "../helpers/service-process.ts";
+import { whileProbingHealth } from "../helpers/probes.ts";
 import { createTestDatabase } from "../helpers/test-app.ts";
 
 // Local $refs multiply a schema: every reference stands for the whole subschema it points to.
@@ -17,28 +18,6 @@ afterAll(async () => {
   killServices();
   await db?.drop();
 });
-
-/** Runs `work` while polling /healthz one request at a time; returns its result and the slowest answer (ms). */
-async function whileProbing<T>(work: () => Promise<T>): Promise<{ result: T; slowestHealthz: number }> {
-  let done = false;
-  let slowest = 0;
-  const probing = (async () => {
-    while (!done) {
-      const started = Date.now();
-      const ok = await fetch(`${svc.baseUrl}/healthz`, { signal: AbortSignal.timeout(20_000) }).then((r) => r.ok, () => false);
-      slowest = Math.max(slowest, ok ? Date.now() - started : Infinity);
-      if (!ok) return;
-      await new Promise((r) => setTimeout(r, 20));
-    }
-  })();
-  await new Promise((r) => setTimeout(r, 100)); // the probe is under way before the work starts
-  try {
-    return { result: await work(), slowestHealthz: (await new Promise((r) => setTimeout(r, 100)), slowest) };
-  } finally {
-    done = true;
-    await probing;
-  }
-}
 
 let n = 0;
 /** PUTs a signal type with `schema`; answers the status, body and time taken. */
@@ -58,7 +37,7 @@ function manyRefs(refs: number) {
 describe("a schema whose local $refs expand it enormously", () => {
   for (const refs of [1000, 100]) {
     it(`${refs} refs to a 300-property subschema: a quick answer, the process alive, /healthz responsive`, async () => {
-      const { result, slowestHealthz } = await whileProbing(() => putSchema(manyRefs(refs)));
+      const { result, slowestHealthz } = await whileProbingHealth(svc.baseUrl, () => putSchema(manyRefs(refs)));
       expect(svc.alive(), svc.output().slice(-2000)).toBe(true);
       expect([201, 422], result.text).toContain(result.status);
       expect(result.ms).toBeLessThan(3000);
@@ -68,7 +47,7 @@ describe("a schema whose local $refs expand it enormously", () => {
 
   it("20 refs (within bounds) is compiled once per subschema: 201 at once, and a signal is checked at once", async () => {
     // Each $ref compiled inline, this took 2 s and 300 MB at PUT, and again at the first signal.
-    const { result, slowestHealthz } = await whileProbing(async () => {
+    const { result, slowestHealthz } = await whileProbingHealth(svc.baseUrl, async () => {
       const put = await putSchema(manyRefs(20));
       const started = Date.now();
       const signal = await fetch(`${svc.baseUrl}/signals/run-1/refs-${n}`, { method: "POST", headers: { "content-type": "application/json" }, body: '{"p0":""}' });
