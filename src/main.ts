@@ -69,10 +69,11 @@ async function main() {
       process.exit(1);
     });
   }
-  await migrateDatabase(url).catch((err: unknown) => {
+  const migrated = await migrateDatabase(url).catch((err: unknown) => {
     const line = describeConnectError(err, url, config.DATABASE_URL ? "DATABASE_URL" : "the embedded Postgres");
     throw line ? new Error(line, { cause: err }) : err;
   });
+  if (migrated.functions === "kept_newer") log.warn("the database was migrated by a newer signalbox: its SQL functions are kept, not replaced by this older release's");
   log.info("database migrated");
 
   const secrets = await bootstrapSecrets(config, log);

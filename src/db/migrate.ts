@@ -1,3 +1,4 @@
+import fs from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import postgres from "postgres";
@@ -20,20 +21,33 @@ const LOCK_KEY = "signalbox:migrations";
  * recorded, so each new migration's `when` must be later than every earlier one's: the test
  * test/db/migrations.test.ts holds that, and the digest of every committed migration.
  */
-export async function migrateDatabase(url: string, dirs = { migrations: MIGRATIONS_DIR, functions: FUNCTIONS_DIR }): Promise<void> {
+export async function migrateDatabase(url: string, dirs = { migrations: MIGRATIONS_DIR, functions: FUNCTIONS_DIR }): Promise<{ functions: "applied" | "kept_newer" }> {
   await runMigrations({ connectionString: url, logger: silentLogger() });
   const client = postgres(url, { max: 1, onnotice: () => {} });
   try {
     await client`select pg_advisory_lock(hashtext(${LOCK_KEY}))`;
     try {
       await migrate(drizzle(client), { migrationsFolder: dirs.migrations, migrationsSchema: "drizzle", migrationsTable: "signalbox_migrations" });
+      // An older release starting against a database a newer one migrated (a rolling deploy, a
+      // rollback) keeps the newer functions: its own bodies may not fit the newer tables, and
+      // putting them back would break the newer processes.
+      if (await migratedByNewerRelease(client, dirs.migrations)) return { functions: "kept_newer" };
       await applyFunctions(client, await readFunctionSources(dirs.functions));
+      return { functions: "applied" };
     } finally {
       await client`select pg_advisory_unlock(hashtext(${LOCK_KEY}))`;
     }
   } finally {
     await client.end({ timeout: 5 });
   }
+}
+
+/** Whether the database recorded a migration later than every one this release holds. */
+async function migratedByNewerRelease(client: postgres.Sql, migrationsDir: string): Promise<boolean> {
+  const journal = JSON.parse(await fs.readFile(path.join(migrationsDir, "meta", "_journal.json"), "utf8")) as { entries: Array<{ when: number }> };
+  const ours = Math.max(...journal.entries.map((e) => e.when));
+  const [row] = await client<Array<{ newest: string | null }>>`select max(created_at)::text as newest from drizzle.signalbox_migrations`;
+  return row?.newest != null && Number(row.newest) > ours;
 }
 
 function silentLogger() {

@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import fs from "node:fs/promises";
+import os from "node:os";
 import path from "node:path";
 import postgres from "postgres";
 import { afterAll, describe, expect, it } from "vitest";
@@ -114,6 +115,37 @@ describe("migrating", () => {
       for (const c of clients) await c.end();
       await fresh.drop();
       await template.drop();
+    }
+  });
+
+  it("an older release (its newest migration older than the database's) keeps the newer SQL functions; the same release applies its own", async () => {
+    const db = await createTestDatabase();
+    const client = postgres(db.url, { max: 1, onnotice: () => {} });
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), "signalbox-older-release-"));
+    try {
+      // The older release: every migration but the newest, and a function file of its own.
+      const older = { migrations: path.join(dir, "migrations"), functions: path.join(dir, "functions") };
+      await fs.cp(MIGRATIONS_DIR, older.migrations, { recursive: true });
+      await fs.cp(FUNCTIONS_DIR, older.functions, { recursive: true });
+      const journalFile = path.join(older.migrations, "meta", "_journal.json");
+      const journal = JSON.parse(await fs.readFile(journalFile, "utf8")) as { entries: Array<{ tag: string }> };
+      const newest = journal.entries.pop()!;
+      await fs.rm(path.join(older.migrations, `${newest.tag}.sql`));
+      await fs.writeFile(journalFile, JSON.stringify(journal));
+      await fs.appendFile(path.join(older.functions, "constants.sql"), "\n-- as an older release wrote it\n");
+      const digest = async () => (await client<Array<{ sha256: string }>>`select sha256 from signalbox.function_sources where file = 'constants.sql'`)[0]!.sha256;
+      const before = await digest();
+
+      expect(await migrateDatabase(db.url, older)).toEqual({ functions: "kept_newer" });
+      expect(await digest()).toBe(before);
+
+      // The same migrations as the database's: its functions are this release's.
+      expect(await migrateDatabase(db.url, { migrations: MIGRATIONS_DIR, functions: older.functions })).toEqual({ functions: "applied" });
+      expect(await digest()).not.toBe(before);
+    } finally {
+      await client.end();
+      await fs.rm(dir, { recursive: true, force: true });
+      await db.drop();
     }
   });
 });
