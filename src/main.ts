@@ -69,7 +69,7 @@ async function main() {
       process.exit(1);
     });
   }
-  const migrated = await migrateDatabase(url).catch((err: unknown) => {
+  const migrated = await migrateDatabase(url, undefined, () => log.warn("another process is migrating the database (it holds the migration lock): waiting for it")).catch((err: unknown) => {
     const line = describeConnectError(err, url, config.DATABASE_URL ? "DATABASE_URL" : "the embedded Postgres");
     throw line ? new Error(line, { cause: err }) : err;
   });

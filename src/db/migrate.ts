@@ -21,11 +21,20 @@ const LOCK_KEY = "signalbox:migrations";
  * recorded, so each new migration's `when` must be later than every earlier one's: the test
  * test/db/migrations.test.ts holds that, and the digest of every committed migration.
  */
-export async function migrateDatabase(url: string, dirs = { migrations: MIGRATIONS_DIR, functions: FUNCTIONS_DIR }): Promise<{ functions: "applied" | "kept_newer" }> {
+export async function migrateDatabase(
+  url: string,
+  dirs = { migrations: MIGRATIONS_DIR, functions: FUNCTIONS_DIR },
+  /** Called when another process holds the migration lock, before waiting for it (a start behind a stuck migrator must not wait in silence). */
+  onWaitingForLock?: () => void,
+): Promise<{ functions: "applied" | "kept_newer" }> {
   await runMigrations({ connectionString: url, logger: silentLogger() });
   const client = postgres(url, { max: 1, onnotice: () => {} });
   try {
-    await client`select pg_advisory_lock(hashtext(${LOCK_KEY}))`;
+    const [free] = await client<Array<{ locked: boolean }>>`select pg_try_advisory_lock(hashtext(${LOCK_KEY})) as locked`;
+    if (!free?.locked) {
+      onWaitingForLock?.();
+      await client`select pg_advisory_lock(hashtext(${LOCK_KEY}))`;
+    }
     try {
       await migrate(drizzle(client), { migrationsFolder: dirs.migrations, migrationsSchema: "drizzle", migrationsTable: "signalbox_migrations" });
       // An older release starting against a database a newer one migrated (a rolling deploy, a

@@ -8,6 +8,7 @@ import { readFunctionSources } from "../../src/db/apply-functions.ts";
 import { FUNCTIONS_DIR, MIGRATIONS_DIR, migrateDatabase } from "../../src/db/migrate.ts";
 import { describeSchema } from "../helpers/schema-description.ts";
 import { createTestDatabase } from "../helpers/test-app.ts";
+import { waitFor } from "../helpers/wait-for.ts";
 
 /**
  * Every committed migration, by digest. Databases already ran these files: a changed file is
@@ -115,6 +116,23 @@ describe("migrating", () => {
       for (const c of clients) await c.end();
       await fresh.drop();
       await template.drop();
+    }
+  });
+
+  it("a start behind another process's migration says so, then migrates once the lock is free", async () => {
+    const db = await createTestDatabase();
+    const holder = postgres(db.url, { max: 1, onnotice: () => {} });
+    try {
+      await holder`select pg_advisory_lock(hashtext('signalbox:migrations'))`;
+      let told = 0;
+      const migrating = migrateDatabase(db.url, undefined, () => told++);
+      await waitFor("the start to say it waits", () => told, { until: (n) => n === 1 });
+      await holder`select pg_advisory_unlock(hashtext('signalbox:migrations'))`;
+      expect(await migrating).toEqual({ functions: "applied" });
+      expect(told).toBe(1);
+    } finally {
+      await holder.end();
+      await db.drop();
     }
   });
 
