@@ -36,6 +36,7 @@ const COMMITTED: Record<string, string> = {
   "0017_replies.sql": "ebdc26d6ce8be19d0d38d9a3c88e02a21e77cf260e692f0f68069852d3e787b7",
   "0018_signal_start.sql": "a824084af64f8065220b7c02b3e7d78ce8ecc75e26877ce9187a47cfdee98c83",
   "0019_open_signal_deadline.sql": "4ee3fa2984b0cd508e94ce2535a7876b959e4bac924d7e64d9bc4499cb23ec1e",
+  "0020_waits_fillfactor.sql": "e16743377ee1e565505ceac14e359715b23f8a27374d2366d29195d462b97dba",
 };
 
 /**
@@ -116,6 +117,18 @@ describe("migrating", () => {
       for (const c of clients) await c.end();
       await fresh.drop();
       await template.drop();
+    }
+  });
+
+  it("leaves room on the waits' pages, so recording a delivery can be a HOT update", async () => {
+    const db = await createTestDatabase();
+    const client = postgres(db.url, { max: 1, onnotice: () => {} });
+    try {
+      const [table] = await client<{ reloptions: string[] | null }[]>`select reloptions from pg_class where oid = 'signalbox.waits'::regclass`;
+      expect(table!.reloptions).toContain("fillfactor=70");
+    } finally {
+      await client.end();
+      await db.drop();
     }
   });
 
