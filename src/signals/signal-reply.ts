@@ -19,7 +19,7 @@ export interface ReplyState {
   reply: unknown;
   /** True while a reply may still come: a callback is owed, or a buffered signal awaits its wait. */
   reply_pending: boolean;
-  /** The delivery status of the wait the signal resolved; null while no wait has taken it. */
+  /** The delivery status of the wait the signal resolved; null while no wait has taken it, or the wait that counted it is open. */
   delivery_status: ReplyProgress["deliveryStatus"];
 }
 
@@ -29,13 +29,16 @@ export const replyKnown = (s: Pick<SignalWithReply, "progress">): boolean => s.p
 /**
  * Known once the callback was delivered (replied_at; `delivered` alone for callbacks delivered
  * before replies were recorded). None will come when the wait has no callback (`none`), its
- * delivery failed (until a redelivery), or the signal was never kept for a wait (rejected,
- * expired). Pending otherwise: a callback owed, or a buffered signal no wait has taken yet.
+ * delivery failed (until a redelivery), the signal was never kept for a wait (rejected,
+ * expired), or its run can no longer open one (cancelled, continued). Pending otherwise: a
+ * callback owed (now, or once the open wait that counted it resolves), or a buffered signal no
+ * wait has taken yet.
  */
 export function replyState(s: Pick<SignalWithReply, "outcome" | "reply" | "progress">): ReplyState {
-  const { deliveryStatus } = s.progress;
+  const { deliveryStatus, owedOnResolve, runActive } = s.progress;
   if (replyKnown(s)) return { reply: s.reply ?? null, reply_pending: false, delivery_status: deliveryStatus };
-  const pending = deliveryStatus === "pending" || (deliveryStatus === null && (s.outcome === "buffered" || s.outcome === "started"));
+  const kept = deliveryStatus === null && !owedOnResolve && runActive && (s.outcome === "buffered" || s.outcome === "started");
+  const pending = deliveryStatus === "pending" || owedOnResolve || kept;
   return { reply: null, reply_pending: pending, delivery_status: deliveryStatus };
 }
 

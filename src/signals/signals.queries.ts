@@ -1,6 +1,6 @@
 import { and, asc, desc, eq, getTableColumns, isNull, or, sql, type SQL } from "drizzle-orm";
 import type { Queryable } from "../db/client.ts";
-import { signals, waits } from "../db/schema.ts";
+import { runs, signals, waits } from "../db/schema.ts";
 import type { ValidationIssue } from "../core/errors.ts";
 import { toStorable } from "../core/storable-text.ts";
 
@@ -97,24 +97,56 @@ export async function listSignals(q: Queryable, f: SignalFilter, limit: number):
 
 /** Whether the resume callback of the wait a signal resolved has answered, and how it stands. */
 export interface ReplyProgress {
-  /** The wait's delivery status (none: no callback_url); null while no wait has taken the signal. */
+  /**
+   * The wait's delivery status (none: no callback_url); null while no wait has taken the signal,
+   * and while the wait that counted it is still open (a vote short of its quorum).
+   */
   deliveryStatus: "none" | "pending" | "delivered" | "failed" | null;
   /** When the callback was first delivered (the reply is known from then). */
   repliedAt: Date | null;
+  /** Counted by an open wait that has a callback_url: a callback, and its reply, come once the wait resolves. */
+  owedOnResolve: boolean;
+  /** Its run is active: a buffered or started signal may still be taken by a wait (a cancelled or continued run opens none). */
+  runActive: boolean;
 }
 
 export type SignalWithReply = ListedSignal & { reply: unknown; progress: ReplyProgress };
 
-/** One signal record with its reply and its wait's delivery progress, in one query. */
+/**
+ * One signal record with its reply and its wait's delivery progress, in one query. The reply is
+ * the wait's when the signal has none of its own: every vote of a quorum wait was answered by
+ * the one callback, though only the deciding signal keeps a copy.
+ */
 export async function findSignalWithReply(q: Queryable, id: string): Promise<SignalWithReply | undefined> {
   const [row] = await q
-    .select({ ...listedColumns, outcome: shownOutcome, redrivenAs, reply: signals.reply, deliveryStatus: waits.deliveryStatus, repliedAt: waits.repliedAt })
+    .select({
+      ...listedColumns,
+      outcome: shownOutcome,
+      redrivenAs,
+      reply: sql<unknown>`coalesce(${signals.reply}, ${waits.reply})`,
+      waitStatus: waits.status,
+      callbackUrl: waits.callbackUrl,
+      deliveryStatus: waits.deliveryStatus,
+      repliedAt: waits.repliedAt,
+      runStatus: runs.status,
+    })
     .from(signals)
     .leftJoin(waits, eq(waits.id, signals.waitId))
+    .leftJoin(runs, eq(runs.runId, signals.runId))
     .where(eq(signals.id, id));
   if (!row) return undefined;
-  const { deliveryStatus, repliedAt, ...signal } = row;
-  return { ...signal, reply: signal.reply ?? null, progress: { deliveryStatus: (deliveryStatus as ReplyProgress["deliveryStatus"]) ?? null, repliedAt } };
+  const { waitStatus, callbackUrl, deliveryStatus, repliedAt, runStatus, ...signal } = row;
+  const waitOpen = waitStatus === "waiting";
+  return {
+    ...signal,
+    reply: signal.reply ?? null,
+    progress: {
+      deliveryStatus: waitOpen ? null : ((deliveryStatus as ReplyProgress["deliveryStatus"]) ?? null),
+      repliedAt,
+      owedOnResolve: waitOpen && callbackUrl !== null,
+      runActive: runStatus === "active",
+    },
+  };
 }
 
 /**

@@ -288,6 +288,29 @@ describe("GET /signals/{id}", () => {
     await expectProblem(await app.api(`/signals/${id}?wait_s=61`), 400);
   });
 
+  it("a vote short of a quorum wait's count: its reply is owed, and is the callback's once another vote decides", async () => {
+    const { run } = await waitingRun(() => jsonAnswer({ order_status: "approved" }), { quorum: { count: 2 } });
+    const first = await send(run, "", { response: "approve", responder: "kim" });
+    expect(first.body).toMatchObject({ outcome: "received" });
+    const id = first.body!.signal_id as string;
+    expect(await getJson(`/signals/${id}`)).toMatchObject({ reply: null, reply_pending: true, delivery_status: null });
+    const held = getJson(`/signals/${id}?wait_s=30`);
+    const second = await send(run, "?wait_s=30", { response: "approve", responder: "lee" });
+    expect(second.body).toMatchObject({ outcome: "received", reply: { order_status: "approved" }, reply_pending: false });
+    expect(await held).toMatchObject({ reply: { order_status: "approved" }, reply_pending: false, delivery_status: "delivered" });
+  });
+
+  it("a buffered signal of a cancelled run: no wait will take it, so no reply will come", async () => {
+    const run = `reply-cancelled-${++runs}`;
+    const buffered = await send(run, "", { n: 1 }, {}, "later");
+    expect(buffered.body).toMatchObject({ outcome: "buffered" });
+    expect(await getJson(`/signals/${buffered.body!.signal_id}`)).toMatchObject({ reply_pending: true });
+    expect((await app.api(`/runs/${run}/cancel`, { method: "POST", json: {} })).status).toBe(200);
+    const started = performance.now();
+    expect(await getJson(`/signals/${buffered.body!.signal_id}?wait_s=30`)).toMatchObject({ outcome: "buffered", reply_pending: false, delivery_status: null });
+    expect(performance.now() - started).toBeLessThan(2000);
+  });
+
   it("GET on the POST-only paths under /signals is 405 with Allow: POST, not a signal lookup", async () => {
     for (const path of ["/signals/redrive", "/signals/batch"]) {
       const res = await app.api(path);
