@@ -6,6 +6,9 @@ import { getRunResource, type RunResource } from "./get-run.ts";
 import { lockRun } from "./run-lock.ts";
 import { isSelfOrAncestor } from "./runs.queries.ts";
 
+/** The advisory lock registrations of children take (the deadline alarm's is 5910). */
+const RUN_CHILDREN_LOCK = 5911;
+
 /**
  * Registers `childId` under `parentId`: pause, resume and cancel of the parent reach it. A child
  * has one parent; cycles are refused. A child of a paused parent starts paused; a cancelled
@@ -13,6 +16,11 @@ import { isSelfOrAncestor } from "./runs.queries.ts";
  */
 export async function registerChild(deps: Pick<Deps, "db">, parentId: string, childId: string): Promise<RunResource> {
   return withTransaction(deps.db, async (tx) => {
+    // One registration at a time: the cycle check reads the parent's ancestors unlocked, so two
+    // registrations sharing no run (with B under A and D under C: C under B while A goes under D)
+    // would each miss the link the other adds, and together close a cycle. Taken before any run lock, and
+    // only here, so it orders registrations without joining any other writer's lock order.
+    await tx.execute(sql`select pg_advisory_xact_lock(${RUN_CHILDREN_LOCK}::bigint)`);
     const [first, second] = [parentId, childId].sort();
     const locked = { [first!]: await lockRun(tx, first!), [second!]: await lockRun(tx, second!) };
     const parent = locked[parentId]!;

@@ -2,7 +2,7 @@ import { sql } from "drizzle-orm";
 import type { Queryable } from "../db/client.ts";
 import { lockRun } from "./run-lock.ts";
 
-export type TreeRun = { run_id: string; status: "active" | "cancelled" | "continued"; is_paused: boolean };
+export type TreeRun = { run_id: string; status: "active" | "cancelled" | "continued"; is_paused: boolean; continued_as: string | null };
 
 /**
  * Locks a run and every registered descendant (creating the root on first sight), in run_id
@@ -16,7 +16,7 @@ export async function lockRunTree(tx: Queryable, runId: string): Promise<TreeRun
       union
       select r.run_id from signalbox.runs r join tree t on r.parent_run_id = t.run_id
     )
-    select run_id, status, is_paused from signalbox.runs
+    select run_id, status, is_paused, continued_as from signalbox.runs
     where run_id in (select run_id from tree)
     order by run_id
     for update`);

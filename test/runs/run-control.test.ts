@@ -128,9 +128,35 @@ describe("children", () => {
     expect(((await (await app.api("/runs/cyc-2")).json()) as any).control.is_paused).toBe(false);
   });
 
+  it("two registrations at once never close a cycle (B under A and D under C, then C under B and A under D at once; 30 rounds)", async () => {
+    const cycles: string[] = [];
+    for (let round = 0; round < 30; round++) {
+      const [a, b, c, d] = ["a", "b", "c", "d"].map((x) => `cycle${round}-${x}`) as [string, string, string, string];
+      expect((await post(`/runs/${a}/children`, { run_id: b })).status).toBe(200);
+      expect((await post(`/runs/${c}/children`, { run_id: d })).status).toBe(200);
+      const [first, second] = await Promise.all([post(`/runs/${b}/children`, { run_id: c }), post(`/runs/${d}/children`, { run_id: a })]);
+      if (first.status === 200 && second.status === 200) cycles.push(`round ${round}: ${a} > ${b} > ${c} > ${d} > ${a}`);
+      else expect([first.status, second.status].sort()).toEqual([200, 409]);
+    }
+    expect(cycles).toEqual([]);
+  });
+
   it("a child registered under a paused parent starts paused", async () => {
     await post("/runs/late-parent/pause", { reason: "hold" });
     await post("/runs/late-parent/children", { run_id: "late-child" });
     expect(((await (await app.api("/runs/late-child")).json()) as any).control).toMatchObject({ is_paused: true, pause_reason: "hold" });
+  });
+});
+
+describe("a continued run", () => {
+  it("refuses pause, resume and cancel with 409 naming the run it continued as, and changes nothing", async () => {
+    expect((await post("/runs/ctl-old/continue", { run_id: "ctl-new" })).status).toBe(200);
+    for (const verb of ["pause", "resume", "cancel"]) {
+      const res = await post(`/runs/ctl-old/${verb}`, { reason: "stop" });
+      expect(res, verb).toMatchObject({ status: 409, body: { continued_as: "ctl-new" } });
+    }
+    const old = await (await app.api("/runs/ctl-old")).json();
+    expect(old).toMatchObject({ status: "continued", control: { is_paused: false, is_cancelled: false } });
+    expect(((await (await app.api("/runs/ctl-new")).json()) as { control: unknown }).control).toMatchObject({ is_paused: false, is_cancelled: false });
   });
 });
