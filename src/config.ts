@@ -28,6 +28,14 @@ const linkKeys = z
     return keys;
   });
 
+/**
+ * A callback secret as Standard Webhooks libraries (and the engine SDK) read it: `whsec_` and
+ * padded base64, the key its decoded bytes. Anything else was once signed with its UTF-8 bytes,
+ * which no engine verified.
+ */
+export const CALLBACK_SECRET_FORM = /^whsec_(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=|[A-Za-z0-9+/]{4})$/;
+export const CALLBACK_SECRET_RULE = "must be whsec_ followed by padded base64 (as Standard Webhooks libraries read it)";
+
 /** The bytes of SIGNALBOX_SECRET_KEY: 64 hex characters, else base64. Valid when 32 bytes long. */
 export function secretKeyBytes(text: string): Uint8Array {
   return /^[0-9a-f]{64}$/i.test(text) ? Buffer.from(text, "hex") : Buffer.from(text, "base64");
@@ -57,7 +65,7 @@ const ConfigSchema = z.object({
     .min(1)
     .refine((v) => secretKeyBytes(v).byteLength === 32, "must be 32 bytes, as base64 (44 characters) or 64 hex characters")
     .optional(),
-  SIGNALBOX_CALLBACK_SECRET: z.string().min(1).optional(),
+  SIGNALBOX_CALLBACK_SECRET: z.string().regex(CALLBACK_SECRET_FORM, CALLBACK_SECRET_RULE).optional(),
   SIGNALBOX_MAX_BODY_BYTES: z.coerce.number().int().positive().default(1024 * 1024),
   SIGNALBOX_DELIVERY_BACKOFF_S: z.coerce.number().positive().default(1),
   SIGNALBOX_DELIVERY_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(100).default(10),

@@ -1,7 +1,7 @@
 import fs from "node:fs/promises";
 import path from "node:path";
 import { randomBytes } from "node:crypto";
-import type { Config } from "../config.ts";
+import { CALLBACK_SECRET_FORM, CALLBACK_SECRET_RULE, type Config } from "../config.ts";
 import type { Log } from "../core/logger.ts";
 
 /** An approval-link signing key: the first of the ring signs, all verify (by `kid`). */
@@ -26,6 +26,7 @@ export async function bootstrapSecrets(config: Config, log: Log): Promise<{ apiK
   if (!secret) {
     const file = path.resolve(config.SIGNALBOX_DATA_DIR, "callback-secret");
     secret = await readOrCreate(file, () => `whsec_${randomBytes(32).toString("base64")}`);
+    if (!CALLBACK_SECRET_FORM.test(secret)) throw new Error(`${file} ${CALLBACK_SECRET_RULE}`);
     log.warn({ file }, "SIGNALBOX_CALLBACK_SECRET is not set: callbacks are signed with the generated secret stored in this file");
   }
   let linkKeys = config.SIGNALBOX_LINK_KEYS;
@@ -50,8 +51,7 @@ async function readOrCreate(file: string, make: () => string): Promise<string> {
   return value;
 }
 
-/** A `whsec_<base64>` secret is its decoded bytes; any other string is used as UTF-8 bytes. */
+/** A `whsec_<base64>` secret (config.ts checks its form) is its decoded bytes. */
 export function callbackKey(secret: string): Uint8Array {
-  if (secret.startsWith("whsec_")) return Buffer.from(secret.slice(6), "base64");
-  return Buffer.from(secret, "utf8");
+  return Buffer.from(secret.slice("whsec_".length), "base64");
 }
