@@ -17,6 +17,7 @@ import type { ChangeFeed } from "../events/change-feed.ts";
 import { redriveSignal } from "./redrive-signal.ts";
 import { redriveMatching } from "./redrive-matching.ts";
 import { RedriveBody, RedriveResultSchema, RedrivenSchema } from "./redrive.schemas.ts";
+import { forOneWait } from "./redrive.queries.ts";
 
 type AcceptedAnswer = Extract<IntakeAnswer, { sequence: number }>;
 
@@ -50,8 +51,18 @@ const AcceptedSchema = z
   })
   .openapi("SignalAccepted");
 
+/**
+ * A sender's key. `link:` and `console:` are the keys of answers made for one wait (an approval
+ * link's, an operator's in the console): a sender holding one (a link's id is in the link) would
+ * make that answer a conflict, or a duplicate of its own.
+ */
+const senderKey = (max: z.ZodString) =>
+  max.refine((k) => !forOneWait(k), "must not start with link: or console: (the keys of approval links' and the console's answers)");
+
 /** Checked before the body is read, as wait_s: a key too long to index is a 400, not a failed insert. */
-const IdempotencyKey = z.string().max(200).optional().openapi({ description: "Same key and payload again is a duplicate" });
+const IdempotencyKey = senderKey(z.string().max(200))
+  .optional()
+  .openapi({ description: "Same key and payload again is a duplicate. Keys starting with `link:` or `console:` are refused (400): approval links' and the console's answers carry them" });
 
 /** `wait_s` on intake: a hold for the reply, so more than 0 (0 would change nothing but the answer's shape). */
 const IntakeQuery = z.object({
@@ -191,7 +202,7 @@ const BatchBody = z
             run_id: RunIdSchema,
             signal: SignalNameSchema,
             payload: z.unknown(),
-            idempotency_key: z.string().min(1).max(200).optional(),
+            idempotency_key: senderKey(z.string().min(1).max(200)).optional(),
           })
           .strict(),
       )

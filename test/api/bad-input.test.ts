@@ -124,6 +124,9 @@ describe("bad input changes nothing", () => {
       ["POST", "/signals/batch", { signals: [{ run_id: "victim", signal: "buffered" }, { run_id: "a b", signal: "buffered" }] }, "/signals/1/run_id"],
       ["POST", "/signals/batch", { signals: [{ run_id: "victim", signal: "-x" }] }, "/signals/0/signal"],
       ["POST", "/signals/batch", { signals: [{ run_id: "victim", signal: "buffered", idempotency_key: 5 }] }, "/signals/0/idempotency_key"],
+      // The keys of approval links' and the console's answers: a sender holding one would make that answer a conflict.
+      ["POST", "/signals/batch", { signals: [{ run_id: "victim", signal: "buffered", idempotency_key: "link:lk_taken" }] }, "/signals/0/idempotency_key"],
+      ["POST", "/signals/batch", { signals: [{ run_id: "victim", signal: "buffered", idempotency_key: "console:wt_x:kim" }] }, "/signals/0/idempotency_key"],
       ["POST", "/signals/batch", { signals: Array.from({ length: 501 }, () => ({ run_id: "victim", signal: "buffered" })) }, "/signals"],
     ];
     for (const [method, path, json, pointer] of cases) {
@@ -157,8 +160,8 @@ describe("bad input changes nothing", () => {
     });
   });
 
-  it("an Idempotency-Key longer than 200 characters is 400 problem+json at intake, and changes nothing", async () => {
-    for (const key of ["k".repeat(201), "k".repeat(3000)]) {
+  it("an Idempotency-Key longer than 200 characters, or an approval link's or the console's, is 400 problem+json at intake, and changes nothing", async () => {
+    for (const key of ["k".repeat(201), "k".repeat(3000), "link:lk_taken", "console:wt_x:kim"]) {
       const problem = await expectRefused("POST", "/signals/victim/buffered", { body: "{}", headers: { "idempotency-key": key }, status: 400 });
       expect(JSON.stringify(problem)).toMatch(/idempotency-key/);
     }

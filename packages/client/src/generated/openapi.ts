@@ -3180,7 +3180,7 @@ export interface operations {
                 wait_s?: number;
             };
             header?: {
-                /** @description Same key and payload again is a duplicate */
+                /** @description Same key and payload again is a duplicate. Keys starting with `link:` or `console:` are refused (400): approval links' and the console's answers carry them */
                 "idempotency-key"?: string;
                 /** @description standard-webhooks: message id (also the idempotency key) */
                 "webhook-id"?: string;
