@@ -19,3 +19,14 @@ export async function findLinkUse(q: Queryable, linkId: string): Promise<Date | 
   const [row] = await q.execute<{ used_at: Date | string }>(sql`select used_at from signalbox.link_uses where link_id = ${linkId}::text`);
   return row ? new Date(row.used_at) : undefined;
 }
+
+/**
+ * The accepted signal of this run and name that holds an idempotency key, if any: the one
+ * intake would compare an answer sent with that key against (by the signals_idempotency index).
+ */
+export async function findKeyHolder(q: Queryable, runId: string, signal: string, key: string): Promise<{ id: string; payload: string | null } | undefined> {
+  const [row] = await q.execute<{ id: string; payload: string | null }>(sql`
+    select id, payload from signalbox.signals
+    where run_id = ${runId}::text and signal = ${signal}::text and idempotency_key = ${key}::text and sequence is not null`);
+  return row;
+}

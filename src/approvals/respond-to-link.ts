@@ -5,7 +5,7 @@ import { sendSignal } from "../signals/send-signal.ts";
 import type { WaitStatus } from "../waits/wait-view.ts";
 import { findWait } from "../waits/waits.queries.ts";
 import { verifyLink, type LinkClaims } from "./approval-links.ts";
-import { claimLink, findLinkUse } from "./approvals.queries.ts";
+import { claimLink, findKeyHolder, findLinkUse } from "./approvals.queries.ts";
 import { isStorable } from "../core/storable-text.ts";
 
 export const MAX_COMMENT_CHARS = 2000;
@@ -16,7 +16,7 @@ export const MAX_COMMENT_CHARS = 2000;
  */
 export const MAX_FORM_BYTES = 9 * MAX_COMMENT_CHARS + 2048;
 
-export type LinkProblem = "invalid" | "expired" | "unknown_wait" | "used" | "not_waiting" | "bad_comment" | "refused";
+export type LinkProblem = "invalid" | "expired" | "unknown_wait" | "used" | "not_waiting" | "bad_comment" | "refused" | "key_taken";
 
 /** Why a link cannot be answered, said for the person holding it (the page shows title and detail). */
 export class LinkError extends ServiceError {
@@ -34,6 +34,8 @@ const expired = () => new LinkError("expired", 410, "This link has expired", "As
 export const formTooLarge = () =>
   new LinkError("bad_comment", 413, "The answer is too large", `The form may hold a comment of at most ${MAX_COMMENT_CHARS} characters. The link was not used.`);
 const used = () => new LinkError("used", 409, "This link has already been used", "An answer was already given with it; it works once.");
+const keyTaken = () =>
+  new LinkError("key_taken", 409, "This link cannot be answered", "Another signal was already sent under this link's idempotency key, so no answer can be recorded with it. Ask for a new link.");
 const notWaiting = () => new LinkError("not_waiting", 409, "No answer is needed any more", "The request this link was made for has been settled, cancelled or has timed out.");
 
 export interface OpenLink {
@@ -76,7 +78,8 @@ export interface LinkAnswered extends OpenLink {
  * Answers a link (POST): sends `{response, responder, comment}` as the wait's signal through
  * the one intake path (sendSignal), which in one transaction under the run's lock
  * - claims the link's one use (link_uses primary key: a second use, even a concurrent one,
- *   finds the claim and records nothing), and
+ *   finds the claim and records nothing), unless another signal holds the link's idempotency
+ *   key (then nothing is recorded, the claim neither), and
  * - records the signal against this wait only (expectWaitId): never buffered, never a later
  *   wait with the same name, refused if this wait is no longer the open one.
  */
@@ -87,16 +90,22 @@ export async function respondToLink(deps: Pick<Deps, "db" | "secrets" | "secretB
   await debugPoint("respond-to-link:checked", wait.id); // tests: let the wait change after the friendly checks
 
   const payload = { response: claims.response, responder: claims.responder, ...(comment ? { comment } : {}) };
+  const key = `link:${claims.linkId}`; // names the link in the signal log
   const answer = await sendSignal(deps, {
     runId: wait.runId,
     signal: wait.signal,
     body: Buffer.from(JSON.stringify(payload)),
-    idempotencyKey: `link:${claims.linkId}`, // names the link in the signal log
+    idempotencyKey: key,
     // The signed link is the sender's credential: it was made with a management token.
     credentials: { management: true, headers: () => [], nowSeconds: Math.floor(Date.now() / 1000) },
     expectWaitId: wait.id,
     claim: async (tx) => {
       if (!(await claimLink(tx, claims.linkId, wait.id))) throw used();
+      // The link is unused, so a signal holding its key was sent by someone else: intake would
+      // refuse this answer as a duplicate or conflict and the claim would commit with that
+      // refusal, using the link up for nothing. Checked here, under the run's lock intake takes
+      // too, so throwing rolls the claim back.
+      if (await findKeyHolder(tx, wait.runId, wait.signal, key)) throw keyTaken();
     },
   });
   switch (answer.outcome) {
@@ -104,8 +113,11 @@ export async function respondToLink(deps: Pick<Deps, "db" | "secrets" | "secretB
       const after = await findWait(deps.db, wait.id);
       return { ...open, ...(comment ? { comment } : {}), waitStatus: (after?.status ?? "received") as WaitStatus };
     }
+    // Caught by the claim above; here only when the run was continued and the key is held on a
+    // later run of its chain (then this wait was cancelled by the continue: the link is spent anyway).
     case "duplicate":
-      throw used();
+    case "rejected_idempotency_conflict":
+      throw keyTaken();
     case "rejected_not_waiting":
     case "rejected_not_active":
     case "rejected_unknown_signal": // its signal type was deleted since the link was made

@@ -8,7 +8,7 @@ import type { Metrics } from "../core/metrics.ts";
 import { isDatabaseUnavailable } from "../db/availability.ts";
 import type { ChangeFeed } from "../events/change-feed.ts";
 import { parseEventId } from "../events/events.queries.ts";
-import { clientAddress, proxyList } from "../http/rate-limit.ts";
+import { addressKey, clientAddress, proxyList } from "../http/rate-limit.ts";
 import { cancelRun, pauseRun, resumeRun } from "../runs/control-run.ts";
 import { redeliverWait } from "../waits/cancel-wait.ts";
 import { redeliverStart } from "../delivery/deliver-start.ts";
@@ -48,7 +48,7 @@ type ConsoleEnv = { Variables: { session: Session; csrf: string; form: URLSearch
 /** The console authenticates with its own session cookie, not a bearer token (app.ts lets it through). */
 export const isConsolePath = (path: string) => path === CONSOLE || path.startsWith(`${CONSOLE}/`);
 
-/** Failed sign-ins one client address may make: a burst of 10, then one every 6 s. */
+/** Failed sign-ins one client address (an IPv6 /64: addressKey) may make: a burst of 10, then one every 6 s. */
 const SIGN_IN_RATE = { perS: 1 / 6, burst: 10 };
 const FORM_TYPE = /^application\/x-www-form-urlencoded\b/i;
 const PAGE_TYPE = { "content-type": "text/html; charset=utf-8" };
@@ -101,6 +101,8 @@ export function consoleRouter(deps: ConsoleDeps) {
   app.get("/sign-in", (c) => render(c, signInPage({ next: safeNext(c.req.query("next")), signedOut: c.req.query("signed_out") === "1" })));
   app.post("/sign-in", async (c) => {
     const address = clientAddress(c, proxies);
+    // Throttled as one client: a whole IPv6 /64, or an IPv4 address however it is written.
+    const client = addressKey(address);
     const tooMany = (waitS: number) => {
       const retry = String(Math.ceil(waitS));
       return render(c, signInPage({ next: CONSOLE, problem: `Too many failed sign-ins from your address: try again in ${retry} s.` }), 429, { "retry-after": retry });
@@ -111,23 +113,23 @@ export function consoleRouter(deps: ConsoleDeps) {
     if (site !== undefined && site !== "same-origin" && site !== "none") {
       return render(c, errorPage({}, "This form cannot be used", "It was not sent from this console; nobody was signed in."), 403);
     }
-    const blockedS = signIns.waitS(address, Date.now());
+    const blockedS = signIns.waitS(client, Date.now());
     if (blockedS > 0) return tooMany(blockedS);
-    if (!signIns.begin(address)) return tooMany(1);
+    if (!signIns.begin(client)) return tooMany(1);
     let form: URLSearchParams;
     let result: Awaited<ReturnType<typeof signIn>>;
     try {
       form = await readForm(c);
       result = await signIn({ credential: form.get("credential") ?? "", name: form.get("name") ?? "" }, { verifyToken: deps.verifyToken, apiKeys: deps.secrets.apiKeys, keys, sessionS: deps.config.SIGNALBOX_CONSOLE_SESSION_S, nowS: nowS() });
-      if (!result.ok) signIns.failed(address, Date.now());
+      if (!result.ok) signIns.failed(client, Date.now());
     } finally {
-      signIns.done(address);
+      signIns.done(client);
     }
     const next = safeNext(form.get("next") ?? undefined);
     const name = form.get("name") ?? "";
     if (!result.ok) {
       deps.log.info({ address }, "console sign-in refused");
-      const waitS = signIns.waitS(address, Date.now());
+      const waitS = signIns.waitS(client, Date.now());
       if (waitS > 0) return tooMany(waitS);
       return render(c, signInPage({ next, name, problem: result.problem }), 401);
     }

@@ -1,5 +1,6 @@
 import { decodeJwt } from "jose";
 import { matchesApiKey } from "../auth/api-keys.ts";
+import { isStorable } from "../core/storable-text.ts";
 import type { Session, SessionKeys } from "./session.ts";
 
 export interface SignInInput {
@@ -12,6 +13,8 @@ export interface SignInInput {
 export type SignInResult = { ok: true; session: Session } | { ok: false; problem: string };
 
 const NAME = /^[^\x00-\x1f\x7f]{1,200}$/;
+/** The name is recorded (jsonb) on what the operator does: Postgres must be able to store it. */
+const isName = (v: string) => NAME.test(v) && isStorable(v);
 
 /**
  * Signs an operator in with the same verification as the API's bearer tokens (`verifyToken`).
@@ -26,12 +29,15 @@ export async function signIn(
   const base = { sid: opts.keys.newSessionId(), exp: opts.nowS + opts.sessionS };
   if (opts.apiKeys.length > 0 && matchesApiKey(credential, opts.apiKeys)) {
     const name = input.name.trim();
-    if (!NAME.test(name)) return { ok: false, problem: "With a management key, give your name (1 to 200 characters): it is recorded on what you do." };
+    if (!isName(name)) return { ok: false, problem: "With a management key, give your name (1 to 200 characters): it is recorded on what you do." };
     return { ok: true, session: { ...base, who: name, via: "key", keyPrint: opts.keys.keyPrint(credential) } };
   }
   // Verified above, so its claims can be read as they are.
   const claims = decodeJwt(credential);
-  const subject = [claims["email"], claims.sub].find((v): v is string => typeof v === "string" && NAME.test(v));
-  if (!subject) return { ok: false, problem: "The token names nobody (no sub or email claim)." };
+  const names = [claims["email"], claims.sub].filter((v): v is string => typeof v === "string" && NAME.test(v));
+  const subject = names.find(isStorable);
+  if (!subject) {
+    return { ok: false, problem: names.length > 0 ? "The token's sub or email claim cannot be recorded: it holds a broken character (an unpaired UTF-16 surrogate)." : "The token names nobody (no sub or email claim)." };
+  }
   return { ok: true, session: { ...base, who: subject, via: "jwt", exp: Math.min(base.exp, claims.exp ?? base.exp) } };
 }

@@ -1,6 +1,7 @@
 import { BlockList, isIP } from "node:net";
 import { getConnInfo } from "@hono/node-server/conninfo";
 import type { Context, MiddlewareHandler } from "hono";
+import { ipv6Groups } from "../core/ip-address.ts";
 import { problemResponse } from "./problem.ts";
 
 export interface Rate {
@@ -71,6 +72,21 @@ export function clientAddress(c: Context, proxies: BlockList): string {
   return address;
 }
 
+/**
+ * The key a client address is limited by. An IPv6 address by its /64: one host, home or VM is
+ * given a whole /64, so keyed by the full address a single client would have 2^64 buckets. An
+ * IPv4-mapped IPv6 address (`::ffff:192.0.2.1`, a dual-stack socket's IPv4 peer) by its IPv4
+ * address, the same client either way. Anything else (IPv4, "unknown") as it is.
+ */
+export function addressKey(address: string): string {
+  if (isIP(address) !== 6) return address;
+  const groups = ipv6Groups(address);
+  if (groups.slice(0, 5).every((g) => g === 0) && groups[5] === 0xffff) {
+    return [groups[6]! >> 8, groups[6]! & 0xff, groups[7]! >> 8, groups[7]! & 0xff].join(".");
+  }
+  return `${groups.slice(0, 4).map((g) => g.toString(16)).join(":")}::/64`;
+}
+
 export interface RateLimitOptions {
   /** Per client address, over every public request; null: off. */
   perAddress: Rate | null;
@@ -137,7 +153,7 @@ export const rateLimit = (opts: RateLimitOptions): MiddlewareHandler => {
     const authorization = c.req.header("authorization");
     if (authorization && (await opts.isManagement(authorization))) return next();
     const at = now();
-    const waitS = Math.max(byAddress?.take(clientAddress(c, proxies), at) ?? 0, signal && bySignalType ? bySignalType.take(signal, at) : 0);
+    const waitS = Math.max(byAddress?.take(addressKey(clientAddress(c, proxies)), at) ?? 0, signal && bySignalType ? bySignalType.take(signal, at) : 0);
     if (waitS > 0) return tooMany(c, waitS);
     // Acts after `next` (unlike the other checks chained with it, src/http/chain.ts), but only on
     // the public requests classified above, which are never held open: no long-poll keeps this frame.

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { TokenBuckets } from "../../src/http/rate-limit.ts";
+import { addressKey, TokenBuckets } from "../../src/http/rate-limit.ts";
 import { declareType, openWait, rawRequest } from "../helpers/http.ts";
 import { API_KEY, startTestApp, type TestApp } from "../helpers/test-app.ts";
 
@@ -19,6 +19,21 @@ describe("token buckets", () => {
     const buckets = new TokenBuckets({ perS: 1, burst: 1 }, 100);
     for (let i = 0; i < 10_000; i++) buckets.take(`addr-${i}`, i);
     expect(buckets.size).toBe(100);
+  });
+});
+
+describe("the address a client is limited by", () => {
+  it("is an IPv6 address's /64 (one host or home holds all of it), an IPv4-mapped one's IPv4 address", () => {
+    expect(addressKey("2001:db8:1:2::1")).toBe("2001:db8:1:2::/64");
+    expect(addressKey("2001:0DB8:0001:0002:ffff:0:0:1")).toBe("2001:db8:1:2::/64");
+    expect(addressKey("2001:db8::")).toBe("2001:db8:0:0::/64");
+    expect(addressKey("::1")).toBe("0:0:0:0::/64");
+    expect(addressKey("fe80::1%eth0")).toBe("fe80:0:0:0::/64");
+    expect(addressKey("::ffff:192.0.2.44")).toBe("192.0.2.44");
+    expect(addressKey("::ffff:c000:22c")).toBe("192.0.2.44");
+    expect(addressKey("64:ff9b::192.0.2.44")).toBe("64:ff9b:0:0::/64");
+    expect(addressKey("192.0.2.44")).toBe("192.0.2.44");
+    expect(addressKey("unknown")).toBe("unknown");
   });
 });
 
@@ -45,6 +60,12 @@ describe("public endpoints under a flood", () => {
     expect(JSON.parse(limited[0]!.text)).toMatchObject({ status: 429, title: "Too Many Requests" });
     const recorded = await app.database.sql`select 1 from signalbox.signals where run_id = 'flood-run'`;
     expect(recorded).toHaveLength(accepted);
+  });
+
+  it("the addresses of one IPv6 /64 share one limit", async () => {
+    const answers = await Promise.all(Array.from({ length: 30 }, (_, i) => anonymous(app, "v6-run", "flooded", { "x-forwarded-for": `2001:db8:7:7::${(i + 1).toString(16)}` })));
+    expect(answers.filter((a) => a.status === 429).length).toBeGreaterThanOrEqual(15);
+    expect((await anonymous(app, "v6-run", "flooded", { "x-forwarded-for": "2001:db8:7:8::1" })).status).toBe(202); // the next /64
   });
 
   it("another address is not slowed by the first one's flood; a management caller is never limited", async () => {

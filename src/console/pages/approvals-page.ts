@@ -12,6 +12,12 @@ const PAGE_SIZE = 50;
 /** Approval types looked at for the unfiltered inbox; past it the operator picks one. */
 const TYPES_MERGED = 50;
 
+/**
+ * Only a wait for a signal from outside takes an answer: a timer, sensor or composite wait may
+ * share an approval type's name, but raises its own signal.
+ */
+const ANSWERABLE = "external";
+
 /** What the redirect after an answer says. */
 export const ANSWERED: Record<string, string> = {
   received: "Your answer was recorded: the wait is received.",
@@ -35,12 +41,12 @@ export async function approvalsPage(deps: Pick<Deps, "db">, params: URLSearchPar
   if (problems.length > 0) {
     // Nothing is listed under a filter that cannot be read; the form says what to fix.
   } else if (chosen !== "" && SIGNAL_NAME.test(chosen) && byName.has(chosen)) {
-    const found = await findWaits(deps, { signal: chosen, status: "waiting", limit: PAGE_SIZE, ...metadata, ...(cursor ? { cursor } : {}) });
+    const found = await findWaits(deps, { signal: chosen, status: "waiting", kind: ANSWERABLE, limit: PAGE_SIZE, ...metadata, ...(cursor ? { cursor } : {}) });
     waits = found.items;
     next = found.next_cursor;
   } else {
     // The oldest open approvals of every approval type, merged: each type's index gives its oldest.
-    const lists = await Promise.all(types.slice(0, TYPES_MERGED).map((t) => findWaits(deps, { signal: t.name, status: "waiting", limit: PAGE_SIZE, ...metadata })));
+    const lists = await Promise.all(types.slice(0, TYPES_MERGED).map((t) => findWaits(deps, { signal: t.name, status: "waiting", kind: ANSWERABLE, limit: PAGE_SIZE, ...metadata })));
     waits = lists
       .flatMap((l) => l.items)
       .sort((a, b) => a.created_at.localeCompare(b.created_at) || a.id.localeCompare(b.id))

@@ -1,4 +1,5 @@
 import { isIP } from "node:net";
+import { ipv4, ipv6Groups } from "../../core/ip-address.ts";
 
 export interface SensorSpec {
   url: string;
@@ -42,17 +43,6 @@ function embeddedIpv4(groups: number[]): string | undefined {
   return [hi >> 8, hi & 0xff, lo >> 8, lo & 0xff].join(".");
 }
 
-/** The eight 16-bit groups of a valid IPv6 address (isIP says 6): `::` expanded, a dotted tail split in two, a zone dropped. */
-function ipv6Groups(address: string): number[] {
-  const [text = ""] = address.split("%");
-  const parse = (part: string | undefined) =>
-    !part ? [] : part.split(":").flatMap((g) => (g.includes(".") ? [ipv4(g) >>> 16, ipv4(g) & 0xffff] : [parseInt(g, 16)]));
-  const [head, tail] = text.split("::");
-  const before = parse(head);
-  const after = parse(tail);
-  return [...before, ...Array<number>(8 - before.length - after.length).fill(0), ...after];
-}
-
 function inCidr(address: string, cidr: string): boolean {
   const [base, bitsText] = cidr.split("/");
   if (!base) return false;
@@ -62,10 +52,6 @@ function inCidr(address: string, cidr: string): boolean {
   if (!Number.isInteger(bits) || bits < 0 || bits > 32) return false;
   const mask = bits === 0 ? 0 : (~0 << (32 - bits)) >>> 0;
   return (ipv4(address) & mask) >>> 0 === (ipv4(base) & mask) >>> 0;
-}
-
-function ipv4(a: string): number {
-  return a.split(".").reduce((n, part) => ((n << 8) | Number(part)) >>> 0, 0);
 }
 
 /** Deep equality for JSON values. */
