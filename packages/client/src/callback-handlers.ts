@@ -21,7 +21,10 @@ export interface CallbackHandlerOptions {
   toleranceS?: number;
   /** Larger bodies are refused with 413 (default 16 MiB: a wait carries its signal's payload). */
   maxBodyBytes?: number;
-  /** Told about errors thrown by `onEvent` (default: console.error). */
+  /**
+   * Told about errors thrown by `onEvent`, and (node:http handler) about any other failure to
+   * answer, such as a malformed `secret` or a reply JSON cannot hold (default: console.error).
+   */
   onError?: (err: unknown) => void;
 }
 
@@ -47,10 +50,14 @@ async function handle(o: CallbackHandlerOptions, headers: HeadersLike, body: Uin
   try {
     reply = await o.onEvent(event);
   } catch (err) {
-    (o.onError ?? ((e: unknown) => console.error("signalbox callback handler:", e)))(err);
+    reportError(o, err);
     return { status: 500, text: "the event was not processed; signalbox will retry" };
   }
   return reply === undefined ? { status: 204 } : { status: 200, json: JSON.stringify(reply) };
+}
+
+function reportError(o: CallbackHandlerOptions, err: unknown): void {
+  (o.onError ?? ((e: unknown) => console.error("signalbox callback handler:", e)))(err);
 }
 
 class BodyTooLarge extends Error {}
@@ -59,10 +66,15 @@ class BodyTooLarge extends Error {}
 export function fetchCallbackHandler(o: CallbackHandlerOptions): (request: Request) => Promise<Response> {
   return async (request) => {
     if (request.method !== "POST") return new Response("POST only", { status: 405, headers: { allow: "POST" } });
+    const max = o.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
     const declared = Number(request.headers.get("content-length") ?? 0);
-    if (declared > (o.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES)) return new Response("body too large", { status: 413 });
-    const body = new Uint8Array(await request.arrayBuffer());
-    if (body.byteLength > (o.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES)) return new Response("body too large", { status: 413 });
+    if (declared > max) return new Response("body too large", { status: 413 });
+    // A chunked body says nothing of its size up front: read it through the limit, not whole.
+    const body = await readStream(request.body, max).catch((err: unknown) => {
+      if (err instanceof BodyTooLarge) return undefined;
+      throw err;
+    });
+    if (body === undefined) return new Response("body too large", { status: 413 });
     return toResponse(await handle(o, request.headers, body));
   };
 }
@@ -74,12 +86,22 @@ export interface HonoContextLike {
 
 /**
  * A hono handler: `app.post("/signalbox", honoCallbackHandler({ secret, onEvent }))`. The body is
- * read through `c.req.arrayBuffer()`, which hono caches, so it works after other middleware.
+ * read from the request stream up to `maxBodyBytes`; if other middleware has read it already, from
+ * `c.req.arrayBuffer()`, which hono caches, so it works after other middleware.
  */
 export function honoCallbackHandler(o: CallbackHandlerOptions): (c: HonoContextLike) => Promise<Response> {
   return async (c) => {
-    const body = new Uint8Array(await c.req.arrayBuffer());
-    if (body.byteLength > (o.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES)) return new Response("body too large", { status: 413 });
+    const max = o.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+    let body: Uint8Array;
+    try {
+      // Read through the limit (a chunked body says nothing of its size up front), unless
+      // middleware has consumed the stream: then hono holds the whole body already.
+      body = c.req.raw.bodyUsed ? new Uint8Array(await c.req.arrayBuffer()) : await readStream(c.req.raw.body, max);
+    } catch (err) {
+      if (err instanceof BodyTooLarge) return new Response("body too large", { status: 413 });
+      throw err;
+    }
+    if (body.byteLength > max) return new Response("body too large", { status: 413 });
     return toResponse(await handle(o, c.req.raw.headers, body));
   };
 }
@@ -97,27 +119,51 @@ export interface NodeResponseLike {
   statusCode: number;
   setHeader(name: string, value: string): unknown;
   end(chunk?: string): unknown;
+  /** Whether an answer has begun: then a failure cannot become a 500. */
+  headersSent?: boolean;
+  /** Drops the connection: for a request whose client has gone, or an answer that broke mid-way. */
+  destroy?(): unknown;
 }
 
-/** A node:http request listener: `http.createServer(nodeCallbackHandler({ secret, onEvent }))`. */
+/**
+ * A node:http request listener: `http.createServer(nodeCallbackHandler({ secret, onEvent }))`.
+ * Its promise never rejects: http.createServer drops it, so a rejection would be unhandled, and
+ * Node ends the process on one; any request could then take the engine down.
+ */
 export function nodeCallbackHandler(o: CallbackHandlerOptions): (req: NodeRequestLike, res: NodeResponseLike) => Promise<void> {
   return async (req, res) => {
-    if (req.method !== undefined && req.method !== "POST") return send(res, { status: 405, text: "POST only" });
-    let body: Uint8Array;
     try {
-      body = await readBody(req, o.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES);
+      if (req.method !== undefined && req.method !== "POST") return send(res, { status: 405, text: "POST only" });
+      let body: Uint8Array;
+      try {
+        body = await readBody(req, o.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES);
+      } catch (err) {
+        if (err instanceof BodyTooLarge) return send(res, { status: 413, text: "body too large" });
+        // The request broke off mid-body (the client hung up): nobody is left to answer. Not
+        // reported: anyone who can reach the endpoint can do this, and the engine has nothing to fix.
+        return void res.destroy?.();
+      }
+      send(res, await handle(o, req.headers, body));
     } catch (err) {
-      if (err instanceof BodyTooLarge) return send(res, { status: 413, text: "body too large" });
-      throw err;
+      // A malformed secret, a reply JSON cannot hold, a throwing onError: answer 500 (signalbox retries).
+      try {
+        reportError(o, err);
+      } catch {
+        // onError itself threw: still answer, and still do not reject.
+      }
+      if (res.headersSent) res.destroy?.();
+      else send(res, { status: 500, text: "the event was not processed; signalbox will retry" });
     }
-    send(res, await handle(o, req.headers, body));
   };
 }
 
 /**
  * An express handler: `app.post("/signalbox", expressCallbackHandler({ secret, onEvent }))`.
- * Mount it before `express.json()`, or give its route `express.raw({ type: "application/json" })`:
- * the signature covers the exact bytes sent, which a parsed-and-reserialised body no longer is.
+ * Mount it before `express.json()`, or give its route
+ * `express.raw({ type: "application/json", limit: "16mb" })`: the signature covers the exact bytes
+ * sent, which a parsed-and-reserialised body no longer is. The limit matches `maxBodyBytes`:
+ * express.raw()'s default (100 KB) would refuse a large payload with 413, which signalbox takes as
+ * a permanent failure.
  */
 export function expressCallbackHandler(o: CallbackHandlerOptions): (req: NodeRequestLike, res: NodeResponseLike, next: (err?: unknown) => void) => void {
   const node = nodeCallbackHandler(o);
@@ -131,7 +177,9 @@ export function expressCallbackHandler(o: CallbackHandlerOptions): (req: NodeReq
     }
     if (parsed !== undefined && parsed !== null && typeof parsed === "object" && Object.keys(parsed).length > 0) {
       return next(
-        new Error("signalbox callback: the body was parsed before the handler (express.json()?); mount the handler before it, or use express.raw({ type: \"application/json\" }) on its route"),
+        new Error(
+          'signalbox callback: the body was parsed before the handler (express.json()?); mount the handler before it, or use express.raw({ type: "application/json", limit: "16mb" }) on its route',
+        ),
       );
     }
     node(req, res).catch(next);
@@ -154,6 +202,24 @@ async function readBody(req: AsyncIterable<Uint8Array | string>, max: number): P
     at += chunk.byteLength;
   }
   return body;
+}
+
+/** A web stream's chunks, cancelling the stream when the reader stops early (at the size limit). */
+async function* chunksOf(stream: ReadableStream<Uint8Array>): AsyncGenerator<Uint8Array> {
+  const reader = stream.getReader();
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      yield value;
+    }
+  } finally {
+    await reader.cancel().catch(() => {});
+  }
+}
+
+function readStream(stream: ReadableStream<Uint8Array> | null, max: number): Promise<Uint8Array> {
+  return stream === null ? Promise.resolve(new Uint8Array(0)) : readBody(chunksOf(stream), max);
 }
 
 function send(res: NodeResponseLike, answer: Answer): void {

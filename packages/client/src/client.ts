@@ -80,6 +80,9 @@ export type SendResult = SignalAccepted & { idempotency_key: string };
  */
 export function createClient(options: ClientOptions) {
   const baseUrl = options.baseUrl.replace(/\/+$/, "");
+  // fetch refuses a URL with credentials, and every error would then print the password. Not
+  // echoed here either; the token is the way to authenticate.
+  if (hasUserinfo(baseUrl)) throw new TypeError("baseUrl must not contain a user name or password: give a token (`token`) instead");
   const headers: Record<string, string> = options.token ? { authorization: `Bearer ${options.token}` } : {};
   const api: Client<paths> = createFetchClient<paths>({ baseUrl, headers, ...(options.fetch ? { fetch: options.fetch } : {}) });
   const call = <T>(send: () => Promise<FetchResult<T>>, signal?: AbortSignal): Promise<T> => unwrap(baseUrl, send, signal);
@@ -229,6 +232,15 @@ export function createClient(options: ClientOptions) {
 }
 
 export type SignalboxClient = ReturnType<typeof createClient>;
+
+function hasUserinfo(url: string): boolean {
+  try {
+    const u = new URL(url);
+    return u.username !== "" || u.password !== "";
+  } catch {
+    return false; // not a URL: the first request says so
+  }
+}
 
 /**
  * Every item of a paginated list, following `next_cursor`:

@@ -13,13 +13,23 @@ export interface FollowOptions {
   signal?: AbortSignal;
   /** Consecutive failed reconnections after which the error is thrown (default 10). */
   reconnectAttempts?: number;
+  /**
+   * Reconnect (after the last event seen) when nothing at all arrives for this long, heartbeats
+   * included: a connection that went silent without closing (a NAT or load balancer that dropped
+   * it, a failover) would otherwise wait for good. Default 45000: three of signalbox's heartbeats
+   * at its default SIGNALBOX_SSE_HEARTBEAT_S of 15; raise it if the server's is longer. Infinity:
+   * never.
+   */
+  idleTimeoutMs?: number;
 }
+
+const DEFAULT_IDLE_TIMEOUT_MS = 45_000;
 
 /**
  * A run's history and then its live events, from `GET /runs/{run}/events` as an event stream.
- * When the stream drops (a restart, a proxy's idle timeout) it reconnects after the last event
- * seen, so no event is missed or repeated. The first connection is not retried: a wrong URL or
- * token fails at once.
+ * When the stream drops (a restart, a proxy's idle timeout) or goes silent (not even a heartbeat
+ * for `idleTimeoutMs`) it reconnects after the last event seen, so no event is missed or
+ * repeated. The first connection is not retried: a wrong URL or token fails at once.
  */
 export async function* followRunEvents(api: Client<paths>, baseUrl: string, run: string, o: FollowOptions = {}): AsyncGenerator<RunEvent> {
   let after = o.after;
@@ -48,13 +58,14 @@ export async function* followRunEvents(api: Client<paths>, baseUrl: string, run:
     connected = true;
     failures = 0;
     try {
-      for await (const message of readServerSentEvents(body)) {
+      for await (const message of readServerSentEvents(body, { idleTimeoutMs: o.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS })) {
         const event = JSON.parse(message.data) as RunEvent;
         after = event.id;
         yield event;
       }
     } catch {
-      // The stream broke mid-way: reconnect after the last event seen, below.
+      // The stream broke mid-way, or went silent (StreamIdleError; the reader is cancelled, which
+      // closes the connection): reconnect after the last event seen, below.
     }
     if (o.signal?.aborted) return;
     // Ended by the server (a restart): a moment's pause, so a server closing every stream at

@@ -5,11 +5,28 @@ export interface ServerSentEvent {
   data: string;
 }
 
+export interface ReadOptions {
+  /**
+   * Throws `StreamIdleError` (and cancels the body) when no byte at all, heartbeat comments
+   * included, arrives for this long: a connection that went silent without closing. Unset,
+   * 0 or Infinity: no limit.
+   */
+  idleTimeoutMs?: number;
+}
+
+/** No byte arrived on the stream within `idleTimeoutMs`. */
+export class StreamIdleError extends Error {
+  override readonly name = "StreamIdleError";
+  constructor(ms: number) {
+    super(`nothing received on the event stream for ${ms} ms`);
+  }
+}
+
 /**
  * Parses a `text/event-stream` body into events as they arrive. Comment lines (signalbox's
  * heartbeats) are skipped; an event with no `data` line is not dispatched (per the format).
  */
-export async function* readServerSentEvents(body: ReadableStream<Uint8Array>): AsyncGenerator<ServerSentEvent> {
+export async function* readServerSentEvents(body: ReadableStream<Uint8Array>, o: ReadOptions = {}): AsyncGenerator<ServerSentEvent> {
   const reader = body.getReader();
   const decoder = new TextDecoder();
   let buffer = "";
@@ -17,7 +34,7 @@ export async function* readServerSentEvents(body: ReadableStream<Uint8Array>): A
   let data: string[] = [];
   try {
     for (;;) {
-      const { done, value } = await reader.read();
+      const { done, value } = await readWithin(reader, o.idleTimeoutMs);
       if (done) return;
       buffer += decoder.decode(value, { stream: true });
       let newline: number;
@@ -44,4 +61,16 @@ export async function* readServerSentEvents(body: ReadableStream<Uint8Array>): A
   } finally {
     await reader.cancel().catch(() => {});
   }
+}
+
+/**
+ * The next chunk, or a `StreamIdleError` after `ms` without one. Only time spent waiting for the
+ * network counts: the time a consumer takes between two reads does not.
+ */
+function readWithin(reader: ReadableStreamDefaultReader<Uint8Array>, ms: number | undefined): ReturnType<ReadableStreamDefaultReader<Uint8Array>["read"]> {
+  if (ms === undefined || !(ms > 0) || !Number.isFinite(ms)) return reader.read();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const idle = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new StreamIdleError(ms)), ms)));
+  // The read left pending when the time runs out settles when the caller cancels the reader.
+  return Promise.race([reader.read(), idle]).finally(() => clearTimeout(timer));
 }

@@ -27,33 +27,40 @@ const EVENT_TYPES = new Set(["signal.received", "signal.timeout", "signal.cancel
 const ID_RE = /^[\x21-\x2b\x2d\x2f-\x7e]{1,256}$/;
 /** Unix seconds, digits only: "1700000000abc" is not a timestamp. */
 const TIMESTAMP_RE = /^\d{1,15}$/;
-/** One `v1,<base64>` entry; other versions are skipped, anything malformed fails the header. */
-const ENTRY_RE = /^([A-Za-z0-9]{1,16}),([A-Za-z0-9+/]+={0,2})$/;
+/** One `v1,<base64>` entry. */
+const V1_ENTRY_RE = /^v1,([A-Za-z0-9+/]+={0,2})$/;
 const BASE64_RE = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 
 /**
  * Verifies a request from signalbox and returns its event. Throws `CallbackVerificationError`
  * when a header is missing, repeated or malformed, the timestamp is outside the tolerance (a
  * replay of an old delivery), or no `v1` signature matches any of the secrets. `secret` may be a
- * list while you rotate SIGNALBOX_CALLBACK_SECRET.
+ * list while you rotate SIGNALBOX_CALLBACK_SECRET. Throws `TypeError` for a `toleranceS` that is
+ * not a finite number 0 or more, and for a secret that is not `whsec_` and base64.
  *
  * The same event may arrive more than once (delivery is at least once): deduplicate on `event.id`,
  * which is also the `webhook-id` and the same on every retry.
  */
 export async function verifyCallback(headers: HeadersLike, rawBody: RawBody, secret: string | readonly string[], opts: VerifyOptions = {}): Promise<SignalboxEvent> {
+  const toleranceS = opts.toleranceS ?? 300;
+  // Checked first, whatever the request: `skewS > NaN` is never true, so a NaN (say, Number() of
+  // an unset variable) would accept a replay of any age.
+  if (!(Number.isFinite(toleranceS) && toleranceS >= 0)) throw new TypeError(`toleranceS must be a finite number of seconds, 0 or more (got ${toleranceS})`);
   const id = single(headers, "webhook-id");
   const timestamp = single(headers, "webhook-timestamp");
   const signatures = single(headers, "webhook-signature");
   if (!ID_RE.test(id)) throw new CallbackVerificationError("malformed webhook-id");
   if (!TIMESTAMP_RE.test(timestamp)) throw new CallbackVerificationError("malformed webhook-timestamp");
   const skewS = Math.abs((opts.now ?? Date.now)() / 1000 - Number(timestamp));
-  if (skewS > (opts.toleranceS ?? 300)) throw new CallbackVerificationError("webhook-timestamp outside the tolerance");
+  if (skewS > toleranceS) throw new CallbackVerificationError("webhook-timestamp outside the tolerance");
 
+  // As the Standard Webhooks reference does: entries that are empty (a double space), of another
+  // version (whose format may differ) or not parseable are skipped; the header fails only when
+  // no v1 entry matches. An entry adds nothing an attacker could use: each must be a genuine MAC.
   const candidates: Uint8Array[] = [];
   for (const entry of signatures.split(" ")) {
-    const m = ENTRY_RE.exec(entry);
-    if (!m) throw new CallbackVerificationError("malformed webhook-signature");
-    if (m[1] === "v1" && BASE64_RE.test(m[2]!)) candidates.push(fromBase64(m[2]!));
+    const b64 = V1_ENTRY_RE.exec(entry)?.[1];
+    if (b64 !== undefined && BASE64_RE.test(b64)) candidates.push(fromBase64(b64));
   }
   if (candidates.length === 0) throw new CallbackVerificationError("no v1 signature");
 

@@ -41,7 +41,8 @@ const adapters: Record<string, Listen> = {
   },
   "express with express.raw() on the route": (opts) => {
     const app = express();
-    app.post("/signalbox", express.raw({ type: "application/json" }), expressCallbackHandler(opts));
+    // As the README mounts it: express.raw()'s own limit (100 KB by default) raised to the handler's.
+    app.post("/signalbox", express.raw({ type: "application/json", limit: "16mb" }), expressCallbackHandler(opts));
     return listening(createServer(app));
   },
   hono: async (opts) => {
@@ -109,6 +110,15 @@ describe.each(Object.entries(adapters))("the %s callback handler", (_name, liste
     expect(server.received).toEqual([]);
   });
 
+  it("answers 204 to a callback of 200 KB (a wait carries its signal's payload; 413 would be a permanent failure)", async () => {
+    const large = { ...event, wait: { ...event.wait, result: { payload: { text: "x".repeat(200 * 1024) } } } };
+    const text = JSON.stringify(large);
+    const server = await start();
+    const res = await fetch(server.url, { method: "POST", headers: signedHeaders(text), body: text });
+    expect(res.status).toBe(204);
+    expect(server.received).toEqual([large]);
+  });
+
   it("answers 500 when onEvent throws, so signalbox tries again", async () => {
     const server = await start(() => {
       throw new Error("database down");
@@ -133,5 +143,58 @@ describe("the express handler behind express.json()", () => {
     const res = await fetch(server.url, { method: "POST", headers: signedHeaders(), body });
     expect(res.status).toBe(500);
     expect(errors[0]).toMatch(/mount the handler before it, or use express.raw/);
+  });
+});
+
+describe("the node:http handler, whose promise http.createServer drops", () => {
+  /** A request and response as node gives them, enough for the handler. */
+  function exchange(chunks: () => AsyncGenerator<Uint8Array>, headers: Record<string, string> = signedHeaders()) {
+    const req = Object.assign(chunks(), { method: "POST", headers });
+    const res = {
+      statusCode: 0,
+      headersSent: false,
+      destroyed: false,
+      body: undefined as string | undefined,
+      setHeader: () => {},
+      end(chunk?: string) {
+        this.headersSent = true;
+        this.body = chunk;
+      },
+      destroy() {
+        this.destroyed = true;
+      },
+    };
+    return { req, res };
+  }
+  const whole = async function* () {
+    yield new TextEncoder().encode(body);
+  };
+
+  it("never rejects: a client hanging up mid-body gets its response destroyed, and nothing is reported", async () => {
+    const errors: unknown[] = [];
+    const { req, res } = exchange(async function* () {
+      yield new TextEncoder().encode('{"a');
+      throw Object.assign(new Error("aborted"), { code: "ECONNRESET" });
+    });
+    await expect(nodeCallbackHandler({ secret: SECRET, onEvent: () => {}, onError: (e) => errors.push(e) })(req, res)).resolves.toBeUndefined();
+    expect({ destroyed: res.destroyed, answered: res.headersSent, errors }).toEqual({ destroyed: true, answered: false, errors: [] });
+  });
+
+  it("never rejects: a secret that is not whsec_ and base64, or a reply that is not JSON, answers 500 and is reported", async () => {
+    const cases = {
+      "a malformed secret": { secret: "not a secret!", onEvent: () => {} },
+      "a reply JSON cannot hold": { secret: SECRET, onEvent: () => ({ big: 1n }) },
+    };
+    const outcomes: Record<string, unknown> = {};
+    for (const [name, o] of Object.entries(cases)) {
+      const errors: unknown[] = [];
+      const { req, res } = exchange(whole);
+      await expect(nodeCallbackHandler({ ...o, onError: (e) => errors.push(e) })(req, res)).resolves.toBeUndefined();
+      outcomes[name] = { status: res.statusCode, reported: errors.map((e) => (e as Error).name) };
+    }
+    expect(outcomes).toEqual({
+      "a malformed secret": { status: 500, reported: ["TypeError"] },
+      "a reply JSON cannot hold": { status: 500, reported: ["TypeError"] },
+    });
   });
 });

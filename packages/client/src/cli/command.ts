@@ -16,7 +16,7 @@ export interface CommandInput {
   output: Output;
   env: NodeJS.ProcessEnv;
   cwd: string;
-  /** Aborted on Ctrl-C: a command that runs until stopped (tail, start) ends cleanly. */
+  /** Aborted on Ctrl-C: a command that runs until stopped (tail, start) ends cleanly; another may stop early. */
   signal: AbortSignal;
 }
 
@@ -34,6 +34,8 @@ export interface Command {
   help: string;
   /** Does no network: skip the connection options in its help. */
   local?: boolean;
+  /** Runs until stopped (tail, start): Ctrl-C is its normal end, exit 0. Any other command it cuts short (exit 130). */
+  untilStopped?: boolean;
   /** Resolves with the exit code (default 0). */
   run(input: CommandInput): Promise<number | void>;
 }

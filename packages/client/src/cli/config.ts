@@ -34,13 +34,25 @@ interface Profile {
 export function resolveConnection(flags: { url?: string; token?: string; profile?: string; config?: string }, env: NodeJS.ProcessEnv, cwd: string): Connection {
   const profile = readProfile(flags, env);
   const url = flags.url ?? env.SIGNALBOX_URL ?? profile.url ?? "http://localhost:8080";
+  let parsed: URL;
   try {
-    new URL(url);
+    parsed = new URL(url);
   } catch {
-    throw new UsageError(`not a URL: ${url}`);
+    throw new UsageError(`not a URL: ${withoutUserinfo(url)}`);
+  }
+  // fetch refuses such a URL, and the error would print it, password and all (into CI logs).
+  if (parsed.username || parsed.password) {
+    throw new UsageError(
+      `the URL has a user name or password in it (${withoutUserinfo(url)}, shown without them): signalbox takes a token (--token, SIGNALBOX_TOKEN), not URL credentials`,
+    );
   }
   const token = flags.token ?? env.SIGNALBOX_TOKEN ?? fromEnvReference(profile.token, env) ?? generatedLocalKey(url, env, cwd);
   return { url, token };
+}
+
+/** A URL for messages: any `user:password@` taken out, even of a URL that does not parse. */
+function withoutUserinfo(url: string): string {
+  return url.replace(/^([^:/?#]+:\/\/)[^/?#]*@/, "$1");
 }
 
 function readProfile(flags: { profile?: string; config?: string }, env: NodeJS.ProcessEnv): Profile {

@@ -13,13 +13,16 @@ export const EXIT = {
   usage: 2,
   /** signalbox could not be reached, or answered 503 (database unavailable): try again later. */
   unavailable: 3,
+  /** Ctrl-C (SIGINT) stopped a command before it finished: whatever it was doing may or may not have happened. */
+  interrupted: 130,
 } as const;
 
 export const EXIT_CODES_HELP = `Exit codes:
   0  done
   1  signalbox answered with an error (not found, conflict, invalid payload, bad token, refused signal)
   2  usage error: unknown command or flag, missing argument, unreadable file (nothing was sent)
-  3  signalbox unreachable, or unavailable (503): try again later`;
+  3  signalbox unreachable, or unavailable (503): try again later
+  130  interrupted (Ctrl-C) before it finished; tail and start end with 0 on Ctrl-C`;
 
 /** A mistake on the command line: reported with the command's usage, exit 2. */
 export class UsageError extends Error {

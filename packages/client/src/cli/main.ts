@@ -80,7 +80,14 @@ export async function runCli({ argv, env, cwd, output, signal }: Invocation): Pr
     });
     return code ?? EXIT.ok;
   } catch (err) {
-    if (signal.aborted && !(err instanceof SignalboxProblem)) return EXIT.ok; // Ctrl-C during a command that runs until stopped
+    if (signal.aborted) {
+      // Ctrl-C is how a command that runs until stopped (tail) ends: done. Any other it cut short,
+      // which a script must not take for success: `send` may not have been accepted.
+      if (command.untilStopped && !(err instanceof SignalboxProblem)) return EXIT.ok;
+      output.err(`error: interrupted (Ctrl-C) before signalbox ${command.name.join(" ")} finished`);
+      if (!isAbort(err)) report(err, command, json, output);
+      return EXIT.interrupted;
+    }
     const mistake = isParseArgsError(err) ? new UsageError((err as Error).message) : err;
     report(mistake, command, json, output);
     return exitCodeOf(mistake);
@@ -103,6 +110,11 @@ function report(err: unknown, command: Command, json: boolean, output: Output): 
     return;
   }
   output.err(`error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+}
+
+/** The error an aborted fetch or pause throws (the signal's reason). */
+function isAbort(err: unknown): boolean {
+  return (err as { name?: unknown })?.name === "AbortError";
 }
 
 function isParseArgsError(err: unknown): boolean {

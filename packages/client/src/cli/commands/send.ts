@@ -28,13 +28,19 @@ Examples:
   signalbox send order-17 manager-approval --data '{"approved": true}'
   signalbox send order-17 payment --data @payment.json --idempotency-key pay-2026-001
   signalbox send order-17 manager-approval --data '{"approved": true}' --wait 30`,
-  async run({ positionals, values, json, client, output }) {
+  async run({ positionals, values, json, client, output, signal: interrupted }) {
     const [run, signal] = positionals as [string, string];
     const payload = readPayload(stringFlag(values, "data"));
     const key = stringFlag(values, "idempotency-key");
     const waitS = waitSeconds(stringFlag(values, "wait"));
     // Few retries: a person at a terminal would rather hear at once that nothing answers.
-    const sent = await client().signals.send(run, signal, payload, { ...(key ? { idempotencyKey: key } : {}), ...(waitS !== undefined ? { waitS } : {}), retry: { attempts: 3 } });
+    // Ctrl-C stops the retries at once (exit 130), rather than after them.
+    const sent = await client().signals.send(run, signal, payload, {
+      ...(key ? { idempotencyKey: key } : {}),
+      ...(waitS !== undefined ? { waitS } : {}),
+      retry: { attempts: 3 },
+      signal: interrupted,
+    });
     if (json) return output.out(JSON.stringify(sent, null, 2));
     output.out(
       fields([

@@ -11,6 +11,7 @@ export const start: Command = {
   args: "",
   arity: [0, 0],
   local: true,
+  untilStopped: true,
   options: {
     port: { type: "string" },
     "data-dir": { type: "string" },
@@ -45,17 +46,24 @@ Example:
       DATABASE_URL: stringFlag(values, "database-url"),
     };
     const childEnv = { ...env, ...Object.fromEntries(Object.entries(overrides).filter(([, v]) => v !== undefined)) };
-    const child = spawn(node, [path.join(dir, "src", "main.ts")], { cwd, env: childEnv, stdio: "inherit" });
-    // Ctrl-C reaches the child from the terminal by itself (it is in the same process group), so
-    // it is not passed on twice; a SIGTERM sent to this process alone (a supervisor) is. The
-    // child's own clean shutdown decides the exit code.
+    // The service runs in a process group of its own, so that every request to stop reaches it
+    // through this command, once: Ctrl-C, SIGINT or SIGTERM sent to this pid alone (a supervisor,
+    // `kill -INT`), a closed terminal. Sharing this group, a Ctrl-C reached it straight from the
+    // terminal, and passing that on too would be a second signal, which makes the service exit at
+    // once without its clean stop; so SIGINT was not passed on, and one sent to this pid alone
+    // was never heard. A second Ctrl-C is passed on as a second signal: stop now. On Windows
+    // (no such groups; detached opens a new console there) Ctrl-C reaches the service by itself.
+    const ownGroup = process.platform !== "win32";
+    const child = spawn(node, [path.join(dir, "src", "main.ts")], { cwd, env: childEnv, stdio: "inherit", detached: ownGroup });
     const forward = () => child.kill("SIGTERM");
-    process.once("SIGTERM", forward);
+    const stopSignals: NodeJS.Signals[] = ownGroup ? ["SIGINT", "SIGTERM", "SIGHUP"] : ["SIGTERM"];
+    for (const s of stopSignals) process.on(s, forward);
+    // The child's own clean shutdown decides the exit code.
     const code = await new Promise<number>((resolve, reject) => {
       child.once("error", reject);
       child.once("exit", (exitCode, bySignal) => resolve(exitCode ?? (bySignal === "SIGINT" || bySignal === "SIGTERM" ? 0 : 1)));
     });
-    process.removeListener("SIGTERM", forward);
+    for (const s of stopSignals) process.removeListener(s, forward);
     return code;
   },
 };

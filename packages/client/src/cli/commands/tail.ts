@@ -7,11 +7,13 @@ export const tail: Command = {
   summary: "follow a run's history live: waits opened, signals, timeouts, pauses",
   args: "<run>",
   arity: [1, 1],
+  untilStopped: true,
   options: {
     after: { type: "string" },
   },
-  help: `Prints the run's history, then each new event as it happens, until Ctrl-C. Reconnects
-by itself if the stream drops, without missing or repeating an event.
+  help: `Prints the run's history, then each new event as it happens, until Ctrl-C (exit 0).
+Reconnects by itself if the stream drops, or sends nothing (not even a heartbeat) for 45 s,
+without missing or repeating an event.
 
 Options:
   --after EVENT-ID   start after this event instead of at the beginning
