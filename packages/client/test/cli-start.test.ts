@@ -12,23 +12,35 @@ afterAll(async () => {
   for (const drop of dropped) await drop();
 });
 
+/** `signalbox start` on a fresh database and a free port, once /readyz answers 200. */
+async function startedCli() {
+  const db = await createTestDatabase();
+  dropped.push(db.drop);
+  const port = await freePort();
+  const child = spawnCli(["start", "--port", String(port), "--database-url", db.url], { SIGNALBOX_API_KEYS: API_KEY, SIGNALBOX_CALLBACK_SECRET: CALLBACK_SECRET });
+  pids.push(child.pid!);
+  const out = collect(child);
+  let exited = false;
+  const code = new Promise<number | null>((resolve) => child.once("close", (c) => ((exited = true), resolve(c))));
+  const url = `http://127.0.0.1:${port}`;
+  try {
+    await waitFor("/readyz to answer 200", async () => (await fetch(`${url}/readyz`).catch(() => undefined))?.status, {
+      until: (status) => status === 200,
+      timeoutMs: 60_000,
+      gaveUp: () => (exited ? "signalbox start exited" : undefined),
+      context: () => out.stdout() + out.stderr(),
+    });
+  } catch (err) {
+    child.kill("SIGTERM");
+    throw err;
+  }
+  return { child, out, code, url };
+}
+
 describe("signalbox start", () => {
   it("runs the service until SIGTERM, which it passes on, and exits 0 after the clean stop", async () => {
-    const db = await createTestDatabase();
-    dropped.push(db.drop);
-    const port = await freePort();
-    const child = spawnCli(["start", "--port", String(port), "--database-url", db.url], { SIGNALBOX_API_KEYS: API_KEY, SIGNALBOX_CALLBACK_SECRET: CALLBACK_SECRET });
-    const out = collect(child);
-    let exited = false;
-    const code = new Promise<number | null>((resolve) => child.once("close", (c) => ((exited = true), resolve(c))));
+    const { child, out, code, url } = await startedCli();
     try {
-      const url = `http://127.0.0.1:${port}`;
-      await waitFor("/readyz to answer 200", async () => (await fetch(`${url}/readyz`).catch(() => undefined))?.status, {
-        until: (status) => status === 200,
-        timeoutMs: 60_000,
-        gaveUp: () => (exited ? "signalbox start exited" : undefined),
-        context: () => out.stdout() + out.stderr(),
-      });
       expect(await runCli(["waits", "ls", "--url", url, "--token", API_KEY])).toMatchObject({ code: 0 });
     } finally {
       child.kill("SIGTERM");
@@ -41,21 +53,7 @@ describe("signalbox start", () => {
   // children with SIGINT) must stop the service too, not leave the command waiting forever on a
   // service that never heard it.
   it("stops the service and exits 0 on a SIGINT sent to its pid alone", async () => {
-    const db = await createTestDatabase();
-    dropped.push(db.drop);
-    const port = await freePort();
-    const child = spawnCli(["start", "--port", String(port), "--database-url", db.url], { SIGNALBOX_API_KEYS: API_KEY, SIGNALBOX_CALLBACK_SECRET: CALLBACK_SECRET });
-    pids.push(child.pid!);
-    const out = collect(child);
-    let exited = false;
-    const code = new Promise<number | null>((resolve) => child.once("close", (c) => ((exited = true), resolve(c))));
-    const url = `http://127.0.0.1:${port}`;
-    await waitFor("/readyz to answer 200", async () => (await fetch(`${url}/readyz`).catch(() => undefined))?.status, {
-      until: (status) => status === 200,
-      timeoutMs: 60_000,
-      gaveUp: () => (exited ? "signalbox start exited" : undefined),
-      context: () => out.stdout() + out.stderr(),
-    });
+    const { child, out, code, url } = await startedCli();
     const servicePid = Number(/"pid":(\d+)/.exec(out.stdout())?.[1]);
     if (servicePid) pids.push(servicePid);
 
