@@ -18,8 +18,8 @@ export async function registerChild(deps: Pick<Deps, "db">, parentId: string, ch
   return withTransaction(deps.db, async (tx) => {
     // One registration at a time: the cycle check reads the parent's ancestors unlocked, so two
     // registrations sharing no run (with B under A and D under C: C under B while A goes under D)
-    // would each miss the link the other adds, and together close a cycle. Taken before any run lock, and
-    // only here, so it orders registrations without joining any other writer's lock order.
+    // would each miss the link the other adds, and together close a cycle. Taken before any run
+    // lock, and only here, so it orders registrations without joining any other writer's lock order.
     await tx.execute(sql`select pg_advisory_xact_lock(${RUN_CHILDREN_LOCK}::bigint)`);
     const [first, second] = [parentId, childId].sort();
     const locked = { [first!]: await lockRun(tx, first!), [second!]: await lockRun(tx, second!) };
