@@ -2,7 +2,7 @@ import type { Client } from "openapi-fetch";
 import type { paths } from "./generated/openapi.ts";
 import { problemFrom } from "./http.ts";
 import { SignalboxConnectionError, SignalboxProblem } from "./problem.ts";
-import { pause } from "./retry.ts";
+import { delayAfter, pause } from "./retry.ts";
 import { readServerSentEvents } from "./sse.ts";
 import type { RunEvent } from "./types.ts";
 
@@ -52,7 +52,7 @@ export async function* followRunEvents(api: Client<paths>, baseUrl: string, run:
       if (!connected || !transient || ++failures > (o.reconnectAttempts ?? 10)) {
         throw err instanceof SignalboxProblem ? err : new SignalboxConnectionError(baseUrl, err);
       }
-      await pause(Math.min(250 * 2 ** (failures - 1), 5000), o.signal).catch(() => {});
+      await pause(delayAfter(err, 250 * 2 ** (failures - 1), 5000), o.signal).catch(() => {});
       continue;
     }
     connected = true;

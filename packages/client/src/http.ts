@@ -32,10 +32,18 @@ export function problemFrom(response: Response, error: unknown): SignalboxProble
   return new SignalboxProblem(response.status, { title: response.statusText || `HTTP ${response.status}`, detail: text }, retryAfterS);
 }
 
-/** `Retry-After` as seconds: delay-seconds or an HTTP date. */
+/**
+ * `Retry-After` as seconds: delay-seconds (a fraction tolerated: "1.5" means what it says) or an
+ * HTTP date, whose every form begins with the day's name. Anything else is undefined, so the
+ * caller keeps its own backoff: Date.parse reads "1.5" or "-1" as a day in 2001, a retry at once.
+ */
 export function parseRetryAfter(value: string | null): number | undefined {
-  if (value === null) return undefined;
-  if (/^\d+$/.test(value.trim())) return Number(value.trim());
-  const at = Date.parse(value);
+  const text = value?.trim() ?? "";
+  if (/^\d+(\.\d+)?$/.test(text)) {
+    const seconds = Number(text);
+    return Number.isFinite(seconds) ? seconds : undefined;
+  }
+  if (!/^[a-z]{3}/i.test(text)) return undefined;
+  const at = Date.parse(text);
   return Number.isNaN(at) ? undefined : Math.max(0, (at - Date.now()) / 1000);
 }

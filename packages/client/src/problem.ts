@@ -58,7 +58,8 @@ export class WaitTimeoutError extends Error {
   }
 }
 
-function describeCause(cause: unknown): string {
+/** The socket error's code (ECONNREFUSED), else its message. */
+export function describeCause(cause: unknown): string {
   // fetch wraps the socket error: "fetch failed" says nothing, its cause says ECONNREFUSED.
   const inner = (cause as { cause?: unknown })?.cause ?? cause;
   const e = inner as { code?: string; message?: string };

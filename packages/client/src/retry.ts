@@ -32,12 +32,20 @@ export async function withRetries<T>(attempt: () => Promise<T>, opts: RetryOptio
       return await attempt();
     } catch (err) {
       if (n >= attempts || !isTransient(err) || signal?.aborted) throw err;
-      const asked = err instanceof SignalboxProblem && err.retryAfterS !== undefined ? err.retryAfterS * 1000 : undefined;
       // Half fixed, half random: many clients failing at once do not all come back at once.
       const backoff = base * 2 ** (n - 1);
-      await pause(Math.min(max, asked ?? backoff / 2 + Math.random() * (backoff / 2)), signal);
+      await pause(delayAfter(err, backoff / 2 + Math.random() * (backoff / 2), max), signal);
     }
   }
+}
+
+/**
+ * The pause before trying again after `err`: what the server asked for (`Retry-After`: a 503
+ * when its held requests are at their cap says 1 s), else the caller's own backoff; at most `maxMs`.
+ */
+export function delayAfter(err: unknown, backoffMs: number, maxMs: number): number {
+  const asked = err instanceof SignalboxProblem && err.retryAfterS !== undefined ? err.retryAfterS * 1000 : undefined;
+  return Math.min(maxMs, asked ?? backoffMs);
 }
 
 export function pause(ms: number, signal?: AbortSignal): Promise<void> {

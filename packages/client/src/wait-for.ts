@@ -1,5 +1,5 @@
 import { WaitTimeoutError } from "./problem.ts";
-import { isTransient, pause } from "./retry.ts";
+import { delayAfter, isTransient, pause } from "./retry.ts";
 import type { Wait } from "./types.ts";
 
 export interface WaitForOptions {
@@ -15,7 +15,8 @@ const MAX_HOLD_S = 60;
  * Long-polls `GET /waits/{id}?wait_s=` until the wait leaves `waiting`: each request is held by
  * the server until the wait changes or its hold ends, so a resolution is seen at once, with one
  * request a minute while nothing happens. Network errors and 503s (a restart, a full hold
- * budget) are retried until the deadline; any other error is thrown.
+ * budget) are retried until the deadline, after the `Retry-After` a 503 gives; any other error
+ * is thrown.
  */
 export async function waitForWait(get: (waitS: number, signal?: AbortSignal) => Promise<Wait>, o: WaitForOptions): Promise<Wait> {
   const deadline = performance.now() + o.timeoutMs;
@@ -29,7 +30,7 @@ export async function waitForWait(get: (waitS: number, signal?: AbortSignal) => 
     } catch (err) {
       if (!isTransient(err) || o.signal?.aborted || performance.now() >= deadline) throw err;
       failures++;
-      await pause(Math.min(250 * 2 ** (failures - 1), 5000, Math.max(0, deadline - performance.now())), o.signal);
+      await pause(Math.min(delayAfter(err, 250 * 2 ** (failures - 1), 5000), Math.max(0, deadline - performance.now())), o.signal);
       continue;
     }
     if (wait.status !== "waiting") return wait;

@@ -1,4 +1,6 @@
 import fs from "node:fs/promises";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -60,6 +62,47 @@ describe("signalbox types apply", () => {
     expect(res.code).toBe(1);
     expect(res.stdout).toMatch(/bad-schema +failed +422: /);
     expect(res.stdout).toMatch(/fine +created/);
+  });
+
+  /** A signalbox that applies the first type, then answers the next with `then` (null: it has gone away). */
+  async function goesAwayAfterOneType(then: { status: number; retryAfter?: string } | null) {
+    let puts = 0;
+    const server = createServer((req, res) => {
+      puts++;
+      req.resume();
+      if (puts === 1 || !then) {
+        res.writeHead(201, { "content-type": "application/json", connection: "close" });
+        res.end(JSON.stringify({ name: req.url!.split("/").pop() }));
+        if (!then) server.close(); // the next connection is refused
+        return;
+      }
+      res.writeHead(then.status, { "content-type": "application/problem+json", connection: "close" });
+      res.end(JSON.stringify({ type: "about:blank", title: "Service Unavailable", status: then.status, detail: "database unavailable" }));
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close: () => server.close() };
+  }
+
+  it("stopped part way (signalbox gone, or 503), says which types it applied and which it did not, and exits 3", async () => {
+    const file = path.join(dir, "three-types.json");
+    await fs.writeFile(file, JSON.stringify({ first: { auth: { scheme: "none" } }, second: { auth: { scheme: "none" } }, third: { auth: { scheme: "none" } } }));
+
+    const gone = await goesAwayAfterOneType(null);
+    const refused = await runCli(["types", "apply", file], { env: { SIGNALBOX_URL: gone.url, SIGNALBOX_TOKEN: API_KEY } });
+    expect(refused.code).toBe(3);
+    expect(refused.stdout).toMatch(/^NAME +RESULT +DETAIL\nfirst +created\nsecond +not_applied +no answer: ECONNREFUSED\nthird +not_applied\n$/);
+    expect(refused.stderr).toMatch(/^error: signalbox unreachable at .*: ECONNREFUSED\n {2}applied: first; not applied: second, third\n {2}\(.*again is safe\)\n$/);
+
+    const busy = await goesAwayAfterOneType({ status: 503 });
+    const unavailable = await runCli(["types", "apply", file, "--json"], { env: { SIGNALBOX_URL: busy.url, SIGNALBOX_TOKEN: API_KEY } });
+    busy.close();
+    expect(unavailable.code).toBe(3);
+    expect(JSON.parse(unavailable.stdout)).toEqual([
+      { name: "first", result: "created" },
+      { name: "second", result: "not_applied", status: 503, detail: "503: database unavailable" },
+      { name: "third", result: "not_applied" },
+    ]);
+    expect(unavailable.stderr).toContain("applied: first; not applied: second, third");
   });
 });
 

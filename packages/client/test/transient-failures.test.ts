@@ -4,10 +4,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../../../src/core/free-port.ts";
 import { API_KEY, startTestApp, type TestApp } from "../../../test/helpers/test-app.ts";
 import { waitFor } from "../../../test/helpers/wait-for.ts";
+import { parseRetryAfter } from "../src/http.ts";
 import { createClient, SignalboxConnectionError, SignalboxProblem, type RunEvent } from "../src/index.ts";
 
 /** What the proxy does with the n-th request (1-based). */
-type Fault = "forward" | "lose-the-answer" | "unavailable" | "html-500" | "cut-after-first-event";
+type Fault = "forward" | "lose-the-answer" | "unavailable" | "html-500" | "cut-after-first-event" | { unavailable: string };
 
 /**
  * A proxy in front of signalbox that misbehaves on cue, as the network and load balancers do:
@@ -16,14 +17,14 @@ type Fault = "forward" | "lose-the-answer" | "unavailable" | "html-500" | "cut-a
  * after its first event.
  */
 async function startFaultyProxy(target: string, faults: Fault[]) {
-  const seen: Array<{ url: string; headers: IncomingHttpHeaders }> = [];
+  const seen: Array<{ url: string; headers: IncomingHttpHeaders; at: number }> = [];
   const upstreamUrl = new URL(target);
   const server: Server = createServer((req, res) => {
-    seen.push({ url: req.url ?? "", headers: req.headers });
+    seen.push({ url: req.url ?? "", headers: req.headers, at: performance.now() });
     const fault = faults[seen.length - 1] ?? "forward";
-    if (fault === "unavailable") {
+    if (fault === "unavailable" || typeof fault === "object") {
       req.resume();
-      res.writeHead(503, { "content-type": "application/problem+json", "retry-after": "0" });
+      res.writeHead(503, { "content-type": "application/problem+json", "retry-after": typeof fault === "object" ? fault.unavailable : "0" });
       return res.end(JSON.stringify({ type: "about:blank", title: "Service Unavailable", status: 503, detail: "database unavailable" }));
     }
     if (fault === "html-500") {
@@ -119,6 +120,56 @@ describe("signals.send retries safely", () => {
     const err = await client.signals.send("pay-4", "payment", {}).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(SignalboxConnectionError);
     expect((err as Error).message).toBe(`signalbox unreachable at http://127.0.0.1:${port}: ECONNREFUSED`);
+  });
+});
+
+describe("Retry-After", () => {
+  it("is delay-seconds, a fraction of a second tolerated; an HTTP date; anything else is not heeded", () => {
+    expect(parseRetryAfter("2")).toBe(2);
+    expect(parseRetryAfter(" 2 ")).toBe(2);
+    // Not RFC 9110's integer, but its meaning is plain; Date.parse took "1.5" for 5 January 2001.
+    expect(parseRetryAfter("1.5")).toBe(1.5);
+    expect(parseRetryAfter("0.25")).toBe(0.25);
+    const inAMinute = new Date(Date.now() + 60_000).toUTCString();
+    expect(parseRetryAfter(inAMinute)).toBeGreaterThan(55);
+    expect(parseRetryAfter("Sun, 06 Nov 1994 08:49:37 GMT")).toBe(0);
+    // The client's own backoff, rather than at once (Date.parse read "-1" as 2001) or never.
+    for (const nonsense of [null, "", "  ", "-1", "+5", "1e3", ".5", "1.", "1,5", "soon", "9".repeat(400)]) expect(parseRetryAfter(nonsense), String(nonsense)).toBeUndefined();
+    expect(parseRetryAfter("86400000")).toBe(86_400_000); // huge but a number: maxDelayMs caps the pause
+  });
+
+  it("signals.send waits the fraction of a second a 503 asks for before trying again", async () => {
+    const { proxy, client } = await clientBehind([{ unavailable: "1.5" }]);
+    const sent = await client.signals.send("pay-5", "payment", {});
+    expect(sent.outcome).toBe("buffered");
+    expect(proxy.seen).toHaveLength(2);
+    expect(proxy.seen[1]!.at - proxy.seen[0]!.at).toBeGreaterThanOrEqual(1400);
+  });
+
+  it("waits.waitFor heeds it between long-polls: a full hold budget (503, Retry-After: 1) is not asked again sooner", async () => {
+    const direct = createClient({ baseUrl: app.baseUrl, token: API_KEY });
+    await direct.signalTypes.put("review", { auth: { scheme: "none" } });
+    const wait = await direct.waits.open("doc-9", { signal: "review" });
+    await direct.signals.send("doc-9", "review", {});
+    const { proxy, client } = await clientBehind([{ unavailable: "1" }]);
+    expect(await client.waits.waitFor(wait.id, { timeoutMs: 10_000 })).toMatchObject({ status: "received" });
+    expect(proxy.seen).toHaveLength(2);
+    expect(proxy.seen[1]!.at - proxy.seen[0]!.at).toBeGreaterThanOrEqual(950);
+  });
+
+  it("runs.follow heeds it before reconnecting", async () => {
+    const direct = createClient({ baseUrl: app.baseUrl, token: API_KEY });
+    await direct.signalTypes.put("pack", { auth: { scheme: "none" } });
+    await direct.waits.open("parcel-9", { signal: "pack" });
+    const { proxy, client } = await clientBehind(["cut-after-first-event", { unavailable: "1" }]);
+    const stop = new AbortController();
+    const following = (async () => {
+      for await (const event of client.runs.follow("parcel-9", { signal: stop.signal })) if (event.type === "signal.received") stop.abort();
+    })();
+    await waitFor("the stream to be reconnected after the 503", () => proxy.seen.length, { until: (n) => n === 3 });
+    await direct.signals.send("parcel-9", "pack", {});
+    await following;
+    expect(proxy.seen[2]!.at - proxy.seen[1]!.at).toBeGreaterThanOrEqual(950);
   });
 });
 

@@ -11,13 +11,31 @@ export const processOutput: Output = {
 
 /** Rows as aligned columns under upper-case headings; the last column is not padded. */
 export function table(headings: string[], rows: string[][]): string {
-  const widths = headings.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length)));
-  const line = (cells: string[]) =>
+  const line = lineOf(headings.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? "").length))));
+  return [line(headings.map((h) => h.toUpperCase())), ...rows.map(line)].join("\n");
+}
+
+/**
+ * The same table printed a row at a time, each as soon as it is known (what got done before an
+ * error is on the screen): `values[i]` is every value column i can hold, the last excepted. The
+ * headings come with the first row.
+ */
+export function rowByRow(headings: string[], values: ReadonlyArray<readonly string[]>, out: (line: string) => void): (cells: string[]) => void {
+  const line = lineOf(headings.map((h, i) => Math.max(h.length, ...(values[i] ?? []).map((v) => v.length))));
+  let headed = false;
+  return (cells) => {
+    if (!headed) out(line(headings.map((h) => h.toUpperCase())));
+    headed = true;
+    out(line(cells));
+  };
+}
+
+function lineOf(widths: number[]): (cells: string[]) => string {
+  return (cells) =>
     cells
       .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!)))
       .join("  ")
       .trimEnd();
-  return [line(headings.map((h) => h.toUpperCase())), ...rows.map(line)].join("\n");
 }
 
 /** `key  value` lines, keys aligned: one resource shown in full. */

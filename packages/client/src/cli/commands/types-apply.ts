@@ -1,10 +1,10 @@
 import fs from "node:fs";
 import { problemFrom } from "../../http.ts";
-import { SignalboxConnectionError, SignalboxProblem } from "../../problem.ts";
+import { describeCause, SignalboxConnectionError, SignalboxProblem } from "../../problem.ts";
 import type { SignalTypeInput } from "../../types.ts";
 import type { Command } from "../command.ts";
-import { EXIT, UsageError } from "../exit-codes.ts";
-import { table } from "../output.ts";
+import { EXIT, exitCodeOf, UsageError } from "../exit-codes.ts";
+import { rowByRow } from "../output.ts";
 
 export const typesApply: Command = {
   name: ["types", "apply"],
@@ -15,10 +15,14 @@ export const typesApply: Command = {
   help: `The file has the format of SIGNALBOX_SIGNAL_TYPES_FILE: {"<name>": <signal type>, ...},
 each entry the body of PUT /signal-types/{name}. A secret written "env:NAME" is read from that
 environment variable here, so the file holds no secret. Every entry is applied, even after one
-fails; the exit code is 1 if any failed.
+fails; the exit code is 1 if any failed. Each is printed as it is applied. When signalbox stops
+answering part way (unreachable, 503, 401) the rest are not sent: they are listed as not_applied,
+the error names the entries applied and those not, and the exit code is 3 (1 for a 401). Applying
+the file again is safe.
 
 Options:
-  --json   one result per entry: {"name", "result": "created" | "replaced" | "failed", ...}
+  --json   one result per entry: {"name", "result": "created" | "replaced" | "failed" |
+           "not_applied" | "unknown" (sent, no answer), ...}, printed at the end
 
 Example file:
   {
@@ -27,28 +31,60 @@ Example file:
   }`,
   async run({ positionals, json, client, output, env }) {
     const entries = readTypesFile(positionals[0]!, env);
-    const results: Array<{ name: string; result: "created" | "replaced" | "failed"; status?: number; detail?: string }> = [];
+    const results: Result[] = [];
     const api = client().api;
+    // Each row as soon as its entry is done: what was applied stays on the screen whatever stops the rest.
+    const row = rowByRow(["name", "result", "detail"], [entries.map(([name]) => name), RESULTS], output.out);
+    const record = (r: Result) => {
+      results.push(r);
+      if (!json) row([r.name, r.result, r.detail ?? ""]);
+    };
+    /** Nothing else will get through either: the entries after the one in flight are not sent. */
+    const stop = (err: SignalboxProblem | SignalboxConnectionError, inFlight: Result): number => {
+      if (results.length === 0) throw err; // nothing done yet: the error says it all
+      record(inFlight);
+      for (const [name] of entries.slice(results.length)) record({ name, result: "not_applied" });
+      if (json) output.out(JSON.stringify(results, null, 2));
+      output.err(`error: ${err.message}`);
+      output.err(`  ${summary(results)}`);
+      output.err("  (each entry is created or replaced: applying the file again is safe)");
+      return exitCodeOf(err);
+    };
     for (const [name, body] of entries) {
       let answer;
       try {
         answer = await api.PUT("/signal-types/{name}", { params: { path: { name } }, body });
       } catch (err) {
-        throw new SignalboxConnectionError(client().baseUrl, err); // nothing else will get through either
+        const cause = describeCause(err);
+        // Refused or not found, the request never left; otherwise it may have been applied unanswered.
+        const result = NEVER_SENT.has(cause) ? "not_applied" : "unknown";
+        return stop(new SignalboxConnectionError(client().baseUrl, err), { name, result, detail: `no answer: ${cause}` });
       }
       if (answer.response.ok) {
-        results.push({ name, result: answer.response.status === 201 ? "created" : "replaced" });
+        record({ name, result: answer.response.status === 201 ? "created" : "replaced" });
         continue;
       }
       const problem = problemFrom(answer.response, answer.error);
-      if (problem.status === 401 || problem.status === 503) throw problem; // the same for every entry
-      results.push({ name, result: "failed", status: problem.status, detail: describe(problem) });
+      // The same for every entry.
+      if (problem.status === 401 || problem.status === 503) return stop(problem, { name, result: "not_applied", status: problem.status, detail: describe(problem) });
+      record({ name, result: "failed", status: problem.status, detail: describe(problem) });
     }
     if (json) output.out(JSON.stringify(results, null, 2));
-    else output.out(table(["name", "result", "detail"], results.map((r) => [r.name, r.result, r.detail ?? ""])));
     return results.some((r) => r.result === "failed") ? EXIT.failed : EXIT.ok;
   },
 };
+
+type Result = { name: string; result: (typeof RESULTS)[number]; status?: number; detail?: string };
+const RESULTS = ["created", "replaced", "failed", "not_applied", "unknown"] as const;
+/** Connection errors after which the request is known not to have reached signalbox. */
+const NEVER_SENT = new Set(["ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN"]);
+
+/** "applied: a, b; not applied: c, d", and the entry whose answer never came, if any. */
+function summary(results: Result[]): string {
+  const names = (...kinds: Result["result"][]) => results.filter((r) => kinds.includes(r.result)).map((r) => r.name).join(", ") || "none";
+  const unknown = results.some((r) => r.result === "unknown") ? `; unknown (sent, no answer): ${names("unknown")}` : "";
+  return `applied: ${names("created", "replaced")}; not applied: ${names("failed", "not_applied")}${unknown}`;
+}
 
 function readTypesFile(file: string, env: NodeJS.ProcessEnv): Array<[string, SignalTypeInput]> {
   let doc: unknown;
