@@ -47,8 +47,11 @@ $$;
 -- that run's next sequence and received_at now (appended after its own; the TTL still counts
 -- from when it first came), and one that finds an open wait for its
 -- name there is received by it at once, as if it had just arrived. A buffered signal whose
--- idempotency key that run already holds for the name is not moved (it would be the same
--- delivery twice): it stays on the old run, where nothing takes it, until its TTL. Events:
+-- idempotency key a run of p_target's chain already holds for the name is not moved (it would
+-- be the same delivery twice): it stays on the old run, where nothing takes it, until its TTL.
+-- Every run of that chain counts, not only the newest: intake reads the keys of every run from
+-- the one addressed to the newest (accept_signals), so a retry to the old run would otherwise
+-- meet two signals with its key, another's among them (a 409 for its own retry). Events:
 -- run.continued on the old run, run.continued_from on p_target.
 CREATE OR REPLACE FUNCTION "signalbox"."continue_run"(p_run_id text, p_target text, p_by text, p_reason text)
 RETURNS TABLE (answer text, continued_as text)
@@ -113,7 +116,7 @@ BEGIN
   LOOP
     IF v_signal.idempotency_key IS NOT NULL AND EXISTS (
       SELECT 1 FROM signalbox.signals x
-        WHERE x.run_id = v_newest.run_id AND x.signal = v_signal.signal AND x.idempotency_key = v_signal.idempotency_key AND x.sequence IS NOT NULL) THEN
+        WHERE x.run_id = ANY(v_newest.path) AND x.signal = v_signal.signal AND x.idempotency_key = v_signal.idempotency_key AND x.sequence IS NOT NULL) THEN
       v_kept := v_kept || jsonb_build_object('signal_id', v_signal.id, 'signal', v_signal.signal, 'reason', 'idempotency_key_taken');
       CONTINUE;
     END IF;

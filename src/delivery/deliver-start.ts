@@ -36,6 +36,11 @@ export function startEventBody(s: StartRow): string {
 export async function deliverStart(deps: StartDeps, runId: string, abort?: AbortSignal, engine?: Pick<DeliveryEngine, "sendOne">): Promise<AttemptVerdict | "skipped" | "deferred"> {
   const start = await findStart(deps.db, runId);
   if (!start || start.deliveryStatus !== "pending") return "skipped";
+  if (start.runCancelled) {
+    // Cancelled before its start went out (or redelivered after): a cancelled run is not started,
+    // as its later signals are rejected_not_active. Recorded, so its start says why.
+    return record(deps, start, { verdict: "failed", error: "not sent: the run was cancelled", seconds: 0 });
+  }
   if (start.payload === null) {
     // Retention purged the started signal (a redelivery long after): there is no event to send.
     return record(deps, start, { verdict: "failed", error: "not sent: the started signal was purged by retention", seconds: 0 });
@@ -51,6 +56,7 @@ export async function deliverStart(deps: StartDeps, runId: string, abort?: Abort
       limitMs: ATTEMPT_TIMEOUT_MS,
       send,
       failed: (attempt) => attempt.verdict === "retry",
+      abandoned: (attempt) => attempt.abandoned === true,
       settle: async (attempt) => void (verdict = await record(deps, start, attempt)),
     },
     abort,

@@ -53,6 +53,12 @@ export interface OutboundRequest<T> {
   send(signal: AbortSignal): Promise<T>;
   /** Whether the answer is a failure of the endpoint (no answer, 5xx, 408, 429): the gate counts them. */
   failed(answer: T): boolean;
+  /**
+   * Whether the job's abort (its runner stopping) ended the request: the endpoint said nothing,
+   * so it is neither settled nor counted by the gate, and a job like the running one sends it
+   * again in a moment, as a callback is.
+   */
+  abandoned(answer: T): boolean;
   /** Acts on the answer: in the job, or in the background once the job let go of the request. */
   settle(answer: T): Promise<void>;
 }
@@ -138,13 +144,17 @@ export class DeliveryEngine {
     const signal = abort ? AbortSignal.any([abort, this.#stopped.signal]) : this.#stopped.signal;
     const started = Date.now();
     const sent = req.send(signal).then(
-      (answer) => (a.release(req.failed(answer)), answer),
+      (answer) => (a.release(req.failed(answer), req.abandoned(answer)), answer),
       (err: unknown) => {
         a.release(true);
         throw err;
       },
     );
     const first = await this.#firstOrNothing(sent);
+    if (first && req.abandoned(first.answer)) {
+      await again(1);
+      return "deferred";
+    }
     if (first) {
       await req.settle(first.answer);
       return "settled";
@@ -153,7 +163,7 @@ export class DeliveryEngine {
     await again((req.limitMs - (Date.now() - started)) / 1000 + 2);
     this.#inBackground(
       sent.then(async (answer) => {
-        if (!this.#stopped.signal.aborted) await req.settle(answer); // stopping: the job scheduled sends it again
+        if (!this.#stopped.signal.aborted && !req.abandoned(answer)) await req.settle(answer); // stopping: the job scheduled sends it again
       }),
       { job: req.job.jobKey },
     );

@@ -15,13 +15,15 @@ export interface StartRow {
   deliveryLastError: string | null;
   /** The started signal's payload as received; null once retention purged the signal. */
   payload: string | null;
+  /** The run was cancelled (its engine is not to start it). */
+  runCancelled: boolean;
 }
 
 export async function findStart(q: Queryable, runId: string): Promise<StartRow | undefined> {
   const [r] = await q.execute<Record<string, unknown>>(sql`
     select s.run_id, s.signal_id, s.signal, s.url, s.event_id, s.occurred_at, s.delivery_status, s.delivery_attempts,
-      s.delivery_last_error, g.payload
-    from signalbox.run_starts s left join signalbox.signals g on g.id = s.signal_id
+      s.delivery_last_error, g.payload, r.status = 'cancelled' as run_cancelled
+    from signalbox.run_starts s join signalbox.runs r on r.run_id = s.run_id left join signalbox.signals g on g.id = s.signal_id
     where s.run_id = ${runId}::text`);
   if (!r) return undefined;
   return {
@@ -35,6 +37,7 @@ export async function findStart(q: Queryable, runId: string): Promise<StartRow |
     deliveryAttempts: Number(r.delivery_attempts),
     deliveryLastError: (r.delivery_last_error as string | null) ?? null,
     payload: (r.payload as string | null) ?? null,
+    runCancelled: r.run_cancelled === true,
   };
 }
 

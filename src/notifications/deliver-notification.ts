@@ -39,6 +39,7 @@ export async function deliverNotification(deps: NotificationDeps, id: string, ab
       limitMs: ATTEMPT_TIMEOUT_MS,
       send,
       failed: (attempt) => attempt.verdict === "retry",
+      abandoned: (attempt) => attempt.abandoned === true,
       settle: async (attempt) => void (status = await recordAttempt(deps, n, attempt)),
     },
     abort,

@@ -18,7 +18,8 @@ import { sensorTargetAllowed } from "../waits/kinds/sensor-target.ts";
 export const MAX_SENSOR_BODY_BYTES = 256 * 1024;
 
 /** `failed`: the endpoint failed (no answer, 5xx, 408, 429), as the endpoint gate counts failures. */
-type Poll = { met: true; payload: unknown } | { met: false; reason: string; failed: boolean };
+/** A poll's answer; `abandoned`: the job's abort (its runner stopping) ended it, so it is no miss. */
+type Poll = { met: true; payload: unknown } | { met: false; reason: string; failed: boolean; abandoned?: true };
 
 type SensorDeps = Pick<Deps, "db" | "config" | "log">;
 
@@ -46,6 +47,7 @@ export async function pollSensor(deps: SensorDeps, waitId: string, abort?: Abort
       limitMs: timeoutMs,
       send: poll,
       failed: (p) => !p.met && p.failed,
+      abandoned: (p) => !p.met && p.abandoned === true,
       settle: async (p) => void (outcome = await actOnPoll(deps, wait, spec, p)),
     },
     abort,
@@ -106,6 +108,7 @@ async function pollOnce(spec: Required<Pick<SensorSpec, "url" | "method" | "expe
     }
     return { met: true, payload: body };
   } catch (err) {
+    if (abort?.aborted) return { met: false, reason: "abandoned: the job runner is stopping", failed: false, abandoned: true };
     return { met: false, reason: (err as Error).name === "TimeoutError" ? "timed out" : `request failed: ${(err as Error).message}`, failed: true };
   }
 }
