@@ -28,6 +28,7 @@ import { waitsRouter } from "./waits/waits.router.ts";
 import { APPROVAL_LINK_PREFIX, approvalsRouter } from "./approvals/approvals.router.ts";
 import { deliveriesRouter } from "./delivery/deliveries.router.ts";
 import { consoleRouter, isConsolePath } from "./console/console.router.ts";
+import { answerableInstead } from "./http/held-request.ts";
 
 export interface AppDeps extends Deps {
   changes: ChangeFeed;
@@ -148,6 +149,7 @@ export function createApp(deps: AppDeps) {
         if (!availability.up) throw databaseUnavailable();
         // Nor wait on one that stopped answering meanwhile: 503 then, after a moment in which a
         // route that knows better answers itself (an accepted signal held for its reply: 202).
+        const answeredInstead = answerableInstead(c.req.raw);
         const handled = next().then(() => true);
         let stopWatching!: () => void;
         const wentDown = new Promise<false>((resolve) => {
@@ -156,6 +158,7 @@ export function createApp(deps: AppDeps) {
         const answered = await Promise.race([handled, wentDown]).finally(() => stopWatching());
         if (answered) return;
         handled.catch(() => {}); // it ends when the database answers again, or its connection is dropped
+        answeredInstead(); // a held request stops holding its place
         throw databaseUnavailable();
       },
     ),

@@ -13,7 +13,7 @@ import { openDatabase } from "./db/client.ts";
 import type { EmbeddedDatabase } from "./db/embedded.ts";
 import { describeConnectError } from "./db/connect-error.ts";
 import { migrateDatabase } from "./db/migrate.ts";
-import { DatabaseAvailability, ping } from "./db/availability.ts";
+import { DatabaseAvailability, Heartbeat } from "./db/availability.ts";
 import { pingDatabase } from "./db/ping.ts";
 import { loadSignalTypesFile } from "./signal-types/load-signal-types-file.ts";
 import { SignalTypeCache } from "./signal-types/signal-type-cache.ts";
@@ -96,9 +96,9 @@ async function main() {
   // While the database is away requests answer 503 at once; when it is back, what may have
   // changed unseen (NOTIFYs are lost meanwhile) is read again.
   const availability = new DatabaseAvailability(database.db);
-  // A connection of its own asks whether the database still answers (see watch).
-  const heartbeat = openDatabase(url, { max: 1 });
-  availability.watch(() => ping(heartbeat.db, HEARTBEAT_TIMEOUT_MS), HEARTBEAT_EVERY_MS);
+  // A connection of its own asks whether the database still answers (see watch), replaced when it does not.
+  const heartbeat = new Heartbeat(url, HEARTBEAT_TIMEOUT_MS);
+  availability.watch(() => heartbeat.answers(), HEARTBEAT_EVERY_MS);
   const stopWatchingListen = superviseListening({ connection: listenConnection, delivers: () => changes.listening(), databaseUp: () => availability.up, log });
   availability.onChange((up) => {
     if (up) {

@@ -200,7 +200,7 @@ export function consoleRouter(deps: ConsoleDeps) {
     const afterId = from === "" ? 0 : parseEventId(from);
     if (afterId === undefined) throw new BadRequestError("after must be an event id (ev_...)");
     // Unnamed messages: the page's EventSource reads them with onmessage (assets/console.js).
-    return runEventStream(deps, runId, afterId, c.req.raw.signal, (event) => ({ id: event.id, data: JSON.stringify(event) }));
+    return runEventStream(deps, runId, afterId, c.req.raw, (event) => ({ id: event.id, data: JSON.stringify(event) }));
   });
 
   app.get("/signal-types", async (c) => render(c, await signalTypesPage(deps, new URL(c.req.url).searchParams, frameOf(c))));

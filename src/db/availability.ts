@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import type { Db } from "./client.ts";
+import { openDatabase, type Database, type Db } from "./client.ts";
 
 /** Node socket errors and postgres.js's own codes for a connection that failed or went away. */
 const CONNECTION_CODES = new Set([
@@ -155,5 +155,38 @@ export async function ping(db: Db, timeoutMs: number): Promise<boolean> {
     return await Promise.race([db.execute(sql`select 1`).then(() => true, () => false), timedOut]);
   } finally {
     clearTimeout(timer);
+  }
+}
+
+/**
+ * What `DatabaseAvailability.watch` asks, on a connection of its own: whether the database
+ * answers `select 1` within `timeoutMs`. A connection that did not answer in time is dropped,
+ * and the next ask opens a new one: left open and silent (a failover or a network cut leaves it
+ * so, with no error), every later ask would queue behind the unanswered one, and a database that
+ * answers would be marked down again after each probe put it up, 503s for good.
+ */
+export class Heartbeat {
+  readonly #url: string;
+  readonly #timeoutMs: number;
+  #connection: Database | undefined;
+
+  constructor(url: string, timeoutMs: number) {
+    this.#url = url;
+    this.#timeoutMs = timeoutMs;
+  }
+
+  async answers(): Promise<boolean> {
+    const connection = (this.#connection ??= openDatabase(this.#url, { max: 1 }));
+    const ok = await ping(connection.db, this.#timeoutMs);
+    if (!ok && this.#connection === connection) {
+      this.#connection = undefined;
+      void connection.sql.end({ timeout: 0 }).catch(() => {}); // not waited on: it may never answer
+    }
+    return ok;
+  }
+
+  async close(): Promise<void> {
+    await this.#connection?.close();
+    this.#connection = undefined;
   }
 }

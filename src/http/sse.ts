@@ -62,5 +62,12 @@ export function sseResponse<T>(items: AsyncGenerator<T | null>, toMessage: (item
     },
     { highWaterMark: 0 },
   );
-  return new Response(body, { headers: { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" } });
+  return new Response(body, { headers: SSE_HEADERS });
 }
+
+/** The head of an event stream without the stream (a HEAD request: nothing is held or read). */
+export function sseHead(): Response {
+  return new Response(null, { headers: SSE_HEADERS });
+}
+
+const SSE_HEADERS = { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" };

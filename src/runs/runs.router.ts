@@ -10,6 +10,7 @@ import { cancelRun, pauseRun, resumeRun } from "./control-run.ts";
 import { getRun, getRunEvents } from "./get-run.ts";
 import { registerChild, unregisterChild } from "./run-children.ts";
 import { continueRun } from "./continue-run.ts";
+import { heldSignal } from "../http/held-request.ts";
 
 const RunSchema = z
   .object({
@@ -197,7 +198,7 @@ export function runsRouter(deps: Deps & { changes: ChangeFeed; shutdown: AbortSi
     .openapi(removeChild, async (c) => c.json(await unregisterChild(deps, c.req.valid("param").run, c.req.valid("query").run_id), 200))
     .openapi(checkpointRoute, async (c) => {
       const { run, name } = c.req.valid("param");
-      const signal = AbortSignal.any([c.req.raw.signal, deps.shutdown]);
+      const signal = heldSignal(c.req.raw, deps.shutdown);
       return c.json(await checkpoint(deps, run, name, c.req.valid("query").wait_s, signal), 200);
     })
     .openapi(events, async (c) => {
@@ -207,6 +208,6 @@ export function runsRouter(deps: Deps & { changes: ChangeFeed; shutdown: AbortSi
       const resumeFrom = c.req.header("last-event-id") ?? q.after;
       const afterId = resumeFrom === undefined ? 0 : parseEventId(resumeFrom);
       if (afterId === undefined) throw new BadRequestError("Last-Event-ID / after must be an event id (ev_...)", [{ path: "/after", message: "is not an event id" }]);
-      return runEventStream(deps, run, afterId, c.req.raw.signal, (event) => ({ id: event.id, event: event.type, data: JSON.stringify(event) })) as never;
+      return runEventStream(deps, run, afterId, c.req.raw, (event) => ({ id: event.id, event: event.type, data: JSON.stringify(event) })) as never;
     });
 }

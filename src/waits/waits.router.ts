@@ -8,6 +8,7 @@ import { getWait, MAX_WAIT_S } from "./get-wait.ts";
 import { openWait, type WaitSpec } from "./open-wait.ts";
 import { Members, QuorumSchema, SensorSpecSchema, sources, TimerSpecSchema } from "./wait-spec.schema.ts";
 import type { ChangeFeed } from "../events/change-feed.ts";
+import { heldSignal } from "../http/held-request.ts";
 
 const Timestamp = z.string().datetime({ offset: true });
 const NullableTimestamp = Timestamp.nullable();
@@ -209,7 +210,7 @@ export function waitsRouter(deps: Deps & { changes: ChangeFeed; shutdown: AbortS
       return c.json(wait, created ? 201 : 200);
     })
     .openapi(get, async (c) => {
-      const signal = AbortSignal.any([c.req.raw.signal, deps.shutdown]);
+      const signal = heldSignal(c.req.raw, deps.shutdown);
       return c.json(await getWait(deps, c.req.valid("param").id, c.req.valid("query").wait_s ?? 0, signal), 200);
     })
     .openapi(cancel, async (c) => c.json(await cancelWait(deps, c.req.valid("param").id), 200))
