@@ -1,5 +1,7 @@
 import fs from "node:fs/promises";
+import { DrizzleQueryError } from "drizzle-orm";
 import { ServiceError } from "../core/errors.ts";
+import { findUnstorable } from "../core/storable-text.ts";
 import { declareSignalType, type SignalTypeDeps } from "./declare-signal-type.ts";
 import { SignalTypeBodySchema } from "./signal-type-body.ts";
 
@@ -24,6 +26,9 @@ export async function loadSignalTypesFile(deps: Pick<SignalTypeDeps, "db" | "sec
   for (const [name, entry] of Object.entries(doc)) {
     const where = `SIGNALBOX_SIGNAL_TYPES_FILE ${file}: entry '${name}'`;
     if (!NAME.test(name)) throw new Error(`${where}: the name must be 1 to 100 characters from A-Z a-z 0-9 . _ -`);
+    // As a PUT's body is checked (src/http/input-guard.ts): the database would refuse it.
+    const unstorable = findUnstorable(entry);
+    if (unstorable !== null) throw new Error(`${where}, field '${unstorable}': must not contain NUL or unpaired UTF-16 surrogates`);
     const parsed = SignalTypeBodySchema.safeParse(entry);
     if (!parsed.success) {
       const issue = parsed.error.issues[0]!;
@@ -42,6 +47,8 @@ export async function loadSignalTypesFile(deps: Pick<SignalTypeDeps, "db" | "sec
         const issue = (err.extra.validation_errors as Array<{ path: string; message: string }> | undefined)?.[0];
         throw new Error(`${where}, field '${issue?.path ?? ""}': ${issue?.message ?? err.message}`);
       }
+      // drizzle's message lists the query's parameters, this entry's secrets among them.
+      if (err instanceof DrizzleQueryError) throw new Error(`${where}: ${err.cause instanceof Error ? err.cause.message : "the database refused it"}`);
       throw err;
     }
     names.push(name);

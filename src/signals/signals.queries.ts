@@ -152,18 +152,19 @@ export async function findSignalWithReply(q: Queryable, id: string): Promise<Sig
 /**
  * Claims a signed webhook id for a run; returns the run that holds it (this one, or the one
  * that claimed it first). The primary key decides between concurrent claims, not a read.
+ *
+ * Every verified delivery of the id keeps the claim for `keepS` from now: a sender's retry is
+ * signed afresh, so it verifies past the first delivery's window, and a claim kept only that
+ * long would be purged while a capture of the retry could still be replayed to another run.
  */
 export async function claimWebhookId(q: Queryable, signalType: string, webhookId: string, runId: string, keepS: number): Promise<string> {
-  const claimed = await q.execute<{ run_id: string }>(sql`
+  // DO UPDATE waits for a concurrent claim to commit and returns the row that won.
+  const [holder] = await q.execute<{ run_id: string }>(sql`
     insert into signalbox.webhook_receipts (signal_type, webhook_id, run_id, expires_at)
     values (${signalType}::text, ${webhookId}::text, ${runId}::text, now() + ${keepS}::int * interval '1 second')
-    on conflict (signal_type, webhook_id) do nothing
+    on conflict (signal_type, webhook_id) do update set expires_at = greatest(webhook_receipts.expires_at, excluded.expires_at)
     returning run_id`);
-  if (claimed[0]) return claimed[0].run_id;
-  // A separate statement: its snapshot sees the claim that won, even one committed a moment ago.
-  const [holder] = await q.execute<{ run_id: string }>(sql`
-    select run_id from signalbox.webhook_receipts where signal_type = ${signalType}::text and webhook_id = ${webhookId}::text`);
-  return holder?.run_id ?? runId;
+  return holder!.run_id;
 }
 
 /** Webhook ids past their replay window are no longer needed to refuse a replay. */

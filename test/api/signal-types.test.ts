@@ -1,4 +1,8 @@
+import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadSignalTypesFile } from "../../src/signal-types/load-signal-types-file.ts";
 import { body, expectProblem, intake, openWait, readAll } from "../helpers/http.ts";
 import { startTestApp, type TestApp } from "../helpers/test-app.ts";
 
@@ -235,5 +239,20 @@ describe("invalid declarations change nothing", () => {
 
   it("a name of exactly 100 characters is fine", async () => {
     expect((await put("n".repeat(100), { auth: { scheme: "none" } })).status).toBe(201);
+  });
+});
+
+describe("SIGNALBOX_SIGNAL_TYPES_FILE", () => {
+  it("an entry holding NUL or a lone surrogate (which PUT refuses) stops the start naming the entry and the field", async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), "sbx-types-"));
+    const file = path.join(dir, "types.json");
+    await fs.writeFile(file, '{"nul-desc": {"auth": {"scheme": "github", "secrets": ["env:GH"], "replay_across_runs": true}, "description": "a\\u0000b"}}');
+    const failed = await loadSignalTypesFile(app.deps, file, { GH: "gh-secret-not-to-print" }).catch((err: Error) => err.message);
+    expect(failed).toMatch(/entry 'nul-desc', field '\/description': .*NUL/);
+    expect(failed).not.toContain("gh-secret-not-to-print");
+    await fs.writeFile(file, '{"lone-key": {"auth": {"scheme": "none"}, "schema": {"properties": {"\\ud800": {"type": "string"}}}}}');
+    await expect(loadSignalTypesFile(app.deps, file, {})).rejects.toThrow(/entry 'lone-key', field '\/schema\/properties\/\uFFFD': .*surrogate/);
+    expect((await app.api("/signal-types/nul-desc")).status).toBe(404);
+    await fs.rm(dir, { recursive: true });
   });
 });

@@ -3,7 +3,8 @@
 // security.md §6: #12–#17 (and the run binding of §3.6).
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { API_KEY, startTestApp, type TestApp } from "../helpers/test-app.ts";
-import { withProcessClockAhead } from "../helpers/clock.ts";
+import { advanceClock, withProcessClockAhead } from "../helpers/clock.ts";
+import { purgeExpiredReceipts } from "../../src/signals/signals.queries.ts";
 import { expectRefusedUnchanged, type Hdrs, nowS, openWaitFor, post, putType, runSignals, signGeneric, signGithub, signShopify, signStandard, snapshot, swSecret, waitStatus } from "./support.ts";
 
 const SW = swSecret(5);
@@ -168,6 +169,26 @@ describe("standard-webhooks: one webhook-id, one run", () => {
         await expectRefusedUnchanged(app, () => post(app, b, "sw", body, h));
         expect(await countFor(b)).toBe(0);
       }
+    });
+
+    it("a sender's retry that comes late in the first claim's window: its capture replayed to another run once that claim's time is up is 401", async () => {
+      const a = run("late-retry-a");
+      const b = run("late-retry-b");
+      await openWaitFor(app, a, "sw");
+      const waitB = await openWaitFor(app, b, "sw");
+      const body = '{"ok":true}';
+      const id = `msg_late_${n}`;
+      expect((await post(app, a, "sw", body, signStandard(SW, body, { id }))).status).toBe(202);
+      // 90 s later (tolerance 60: the first claim is kept 120 s) the sender retries, freshly signed.
+      await advanceClock(app, 90);
+      const retry = signStandard(SW, body, { id });
+      expect((await post(app, a, "sw", body, retry)).body).toMatchObject({ outcome: "duplicate" });
+      // 40 s on, the first claim's time is up and the sweep purges what expired; the retry's
+      // signature still verifies for another 20 s.
+      await advanceClock(app, 40);
+      await purgeExpiredReceipts(app.deps.db);
+      await expectRefusedUnchanged(app, () => post(app, b, "sw", body, retry));
+      expect(await waitStatus(app, waitB)).toBe("waiting");
     });
 
     it("a management token may send the same body to any run (it is not replay-bound)", async () => {

@@ -93,6 +93,38 @@ describe("error volume is capped", () => {
   });
 });
 
+describe("multipleOf divides the decimal sent, not its binary double", () => {
+  it("19.99, 4.35, 0.07 and 1e308 are multiples of 0.01; 19.995 and 0.001 are not; 7.5 is a multiple of 2.5, 7.4 is not", async () => {
+    const cents = await accepted({ type: "object", properties: { amount: { type: "number", multipleOf: 0.01 } } });
+    for (const amount of ["19.99", "4.35", "0.07", "-0.07", "1e308", "0", "100"]) {
+      const a = await signed(cents, `{"amount":${amount}}`);
+      expect(a.status, `${amount}: ${a.text}`).toBe(202);
+    }
+    for (const amount of ["19.995", "0.001", "1e-7"]) {
+      const a = await signed(cents, `{"amount":${amount}}`);
+      expect(a.status, amount).toBe(422);
+      expect(a.body.validation_errors).toEqual([{ path: "/amount", message: "must be multiple of 0.01" }]);
+    }
+    const quarters = await accepted({ type: "number", multipleOf: 2.5 });
+    expect((await signed(quarters, "7.5")).status).toBe(202);
+    expect((await signed(quarters, "7.4")).status).toBe(422);
+  });
+});
+
+describe("property names that Object.prototype also has are ordinary names", () => {
+  it("required constructor / toString / __proto__: a payload without them is 422; optional ones may be left out", async () => {
+    const required = await accepted({ type: "object", required: ["constructor", "toString", "__proto__"] });
+    const a = await signed(required, "{}");
+    expect(a.status, a.text).toBe(422);
+    expect((a.body.validation_errors as Array<{ path: string }>).map((e) => e.path).sort()).toEqual(["/__proto__", "/constructor", "/toString"]);
+    expect((await signed(required, '{"constructor":1,"toString":2,"__proto__":3}')).status).toBe(202);
+    const optional = await accepted({ type: "object", properties: { toString: { type: "string" }, constructor: { type: "string" } } });
+    const b = await signed(optional, "{}");
+    expect(b.status, b.text).toBe(202);
+    expect((await signed(optional, '{"toString":5}')).status).toBe(422);
+  });
+});
+
 describe("unicode: no implicit normalisation", () => {
   it('maxLength counts code points: "😀" has length 1', async () => {
     const type = await accepted({ type: "object", properties: { s: { type: "string", maxLength: 1 } } });
