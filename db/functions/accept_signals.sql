@@ -79,8 +79,11 @@ BEGIN
     END IF;
 
     IF it.idempotency_key IS NOT NULL THEN
+      -- Nearest the run addressed first: a signal continue kept behind (its key held further on
+      -- in the chain) is the one a retry to its own run means.
       SELECT s.id, s.sequence, s.wait_id, s.payload_hash, s.run_id INTO v_earlier FROM signalbox.signals s
-        WHERE s.run_id = ANY(v_path) AND s.signal = it.signal AND s.idempotency_key = it.idempotency_key AND s.sequence IS NOT NULL;
+        WHERE s.run_id = ANY(v_path) AND s.signal = it.signal AND s.idempotency_key = it.idempotency_key AND s.sequence IS NOT NULL
+        ORDER BY array_position(v_path, s.run_id) LIMIT 1;
       IF FOUND THEN
         PERFORM signalbox.return_sequence(it.run_id);
         IF v_earlier.payload_hash IS NOT DISTINCT FROM it.payload_hash THEN

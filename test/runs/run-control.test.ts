@@ -172,18 +172,18 @@ describe("a continued run", () => {
     const taken = await intake("ik-b1", '{"from":"b1"}', key);
     expect(taken.body).toMatchObject({ outcome: "received", run_id: "ik-b1" });
     expect((await post("/runs/ik-b1/continue", { run_id: "ik-b2" })).status).toBe(200);
-    // ik-a0 buffered its own signal with the same key, then continues as ik-b1 (newest: ik-b2).
-    const buffered = await intake("ik-a0", '{"from":"a0"}', key);
-    expect(buffered.body).toMatchObject({ outcome: "buffered", run_id: "ik-a0" });
-    expect((await post("/runs/ik-a0/continue", { run_id: "ik-b1" })).status).toBe(200);
+    // ik-z0 buffered its own signal with the same key, then continues as ik-b1 (newest: ik-b2).
+    const buffered = await intake("ik-z0", '{"from":"a0"}', key);
+    expect(buffered.body).toMatchObject({ outcome: "buffered", run_id: "ik-z0" });
+    expect((await post("/runs/ik-z0/continue", { run_id: "ik-b1" })).status).toBe(200);
 
     // A retry addressed to ik-b1 reads the keys of ik-b1 and ik-b2: it must find ik-b1's signal alone.
     expect(await intake("ik-b1", '{"from":"b1"}', key)).toMatchObject({ status: 200, body: { outcome: "duplicate", signal_id: taken.body!.signal_id } });
-    // ...and one addressed to ik-a0 (its keys, then ik-b1's and ik-b2's) its own signal, not ik-b1's.
-    expect(await intake("ik-a0", '{"from":"a0"}', key)).toMatchObject({ status: 200, body: { outcome: "duplicate", signal_id: buffered.body!.signal_id } });
+    // ...and one addressed to ik-z0 (its keys, then ik-b1's and ik-b2's) its own signal, not ik-b1's.
+    expect(await intake("ik-z0", '{"from":"a0"}', key)).toMatchObject({ status: 200, body: { outcome: "duplicate", signal_id: buffered.body!.signal_id } });
     const ofB2 = ((await (await app.api("/runs/ik-b2/signals")).json()) as any).items.map((s: { id: string }) => s.id);
     expect(ofB2).not.toContain(buffered.body!.signal_id);
-    const continued = ((await (await app.api("/runs/ik-a0/events?limit=500")).json()) as any).items.find((e: { type: string }) => e.type === "run.continued");
+    const continued = ((await (await app.api("/runs/ik-z0/events?limit=500")).json()) as any).items.find((e: { type: string }) => e.type === "run.continued");
     expect(continued.data.kept_signals).toEqual([{ signal_id: buffered.body!.signal_id, signal: "kept", reason: "idempotency_key_taken" }]);
   });
 });
