@@ -1,24 +1,16 @@
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { startPrivatePostgres, type PrivatePostgres } from "../helpers/private-postgres.ts";
-import { answers200, onDatabase, spawnService, type ServiceProcess } from "../helpers/service-process.ts";
+import { expect, it } from "vitest";
+import { serviceOnOwnPostgres } from "../helpers/own-postgres-service.ts";
+import { answers200 } from "../helpers/service-process.ts";
+
 // Long-polls held when the database goes away are answered 503 (app.ts, failFastWhileDatabaseDown),
 // but the handler behind each goes on holding its place among SIGNALBOX_MAX_HELD_REQUESTS until
 // its wait_s passes (up to 60 s): after a short outage, the clients' retries find the places
 // taken and got 503 "requests are held open already". Now the 503 ends the hold (src/http/held-request.ts).
 
-let pg: PrivatePostgres;
-let svc: ServiceProcess;
-beforeAll(async () => {
-  pg = await startPrivatePostgres("held-503");
-  svc = await spawnService(onDatabase(pg.url, { LOG_LEVEL: "warn", SIGNALBOX_MAX_HELD_REQUESTS: "2" }));
-  await answers200(svc, "/readyz", 60_000);
-  expect((await svc.api("/signal-types/approval", { method: "PUT", json: { auth: { scheme: "none" } } })).status).toBe(201);
-}, 120_000);
-afterAll(async () => {
-  if (svc?.alive()) svc.child.kill("SIGKILL");
-  await pg?.destroy();
-});
+const own = serviceOnOwnPostgres("held-503", { SIGNALBOX_MAX_HELD_REQUESTS: "2" });
+
 it("held long-polls answered 503 give their places back", async () => {
+  const { pg, svc } = own;
   // The cap is 2: both places are taken by these long-polls.
   const ids: string[] = [];
   for (const run of ["a", "b"]) ids.push(((await (await svc.api(`/runs/${run}/waits`, { method: "POST", json: { signal: "approval" } })).json()) as { id: string }).id);

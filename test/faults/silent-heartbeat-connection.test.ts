@@ -1,28 +1,16 @@
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { startPrivatePostgres, type PrivatePostgres } from "../helpers/private-postgres.ts";
-import { answers200, onDatabase, spawnService, type ServiceProcess } from "../helpers/service-process.ts";
+import { expect, it } from "vitest";
+import { serviceOnOwnPostgres } from "../helpers/own-postgres-service.ts";
+import { answers200 } from "../helpers/service-process.ts";
 
 // The connection that asks the database whether it still answers (the availability heartbeat)
 // left open and silent (a failover or a network cut: no error, no reset) while every other
 // connection works. The database answers: requests must not be refused with 503 for it, and
 // /readyz must be ready.
 
-let pg: PrivatePostgres;
-let svc: ServiceProcess;
-
-beforeAll(async () => {
-  pg = await startPrivatePostgres("silent-heartbeat");
-  svc = await spawnService(onDatabase(pg.url, { LOG_LEVEL: "warn" }));
-  await answers200(svc, "/readyz", 60_000);
-  expect((await svc.api("/signal-types/approval", { method: "PUT", json: { auth: { scheme: "none" } } })).status).toBe(201);
-}, 120_000);
-
-afterAll(async () => {
-  if (svc?.alive()) svc.child.kill("SIGKILL");
-  await pg?.destroy();
-});
+const own = serviceOnOwnPostgres("silent-heartbeat");
 
 it("a heartbeat connection gone silent does not make a database that answers look away", async () => {
+  const { pg, svc } = own;
   // The heartbeat asks `select 1` every 0.5 s on a connection of its own; nothing else has asked
   // it for a while once /readyz is no longer polled.
   await new Promise((r) => setTimeout(r, 2_000));

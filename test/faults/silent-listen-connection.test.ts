@@ -1,28 +1,16 @@
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { startPrivatePostgres, type PrivatePostgres } from "../helpers/private-postgres.ts";
-import { answers200, onDatabase, spawnService, type ServiceProcess } from "../helpers/service-process.ts";
+import { expect, it } from "vitest";
+import { serviceOnOwnPostgres } from "../helpers/own-postgres-service.ts";
+import { answers200 } from "../helpers/service-process.ts";
 
 // The LISTEN connection left open and silent (a failover or a network cut: no error, no reset)
 // while new connections work. Here its backend is stopped (SIGSTOP) and the postmaster is not:
 // the process must notice that its NOTIFYs no longer come back and listen on a new connection,
 // so /readyz is ready again and long-polls are woken by changes.
 
-let pg: PrivatePostgres;
-let svc: ServiceProcess;
-
-beforeAll(async () => {
-  pg = await startPrivatePostgres("silent-listen");
-  svc = await spawnService(onDatabase(pg.url, { LOG_LEVEL: "warn" }));
-  await answers200(svc, "/readyz", 60_000);
-  expect((await svc.api("/signal-types/approval", { method: "PUT", json: { auth: { scheme: "none" } } })).status).toBe(201);
-}, 120_000);
-
-afterAll(async () => {
-  if (svc?.alive()) svc.child.kill("SIGKILL");
-  await pg?.destroy();
-});
+const own = serviceOnOwnPostgres("silent-listen");
 
 it("a LISTEN connection gone silent is replaced: ready again, and a long-poll wakes at the change", async () => {
+  const { pg, svc } = own;
   expect(await pg.freezeBackends("signalbox-listen")).toBeGreaterThan(0);
 
   await answers200(svc, "/readyz", 20_000);
