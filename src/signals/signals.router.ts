@@ -18,6 +18,7 @@ import { redriveSignal } from "./redrive-signal.ts";
 import { redriveMatching } from "./redrive-matching.ts";
 import { RedriveBody, RedriveResultSchema, RedrivenSchema } from "./redrive.schemas.ts";
 import { forOneWait } from "./redrive.queries.ts";
+import { heldSignal } from "../http/held-request.ts";
 
 type AcceptedAnswer = Extract<IntakeAnswer, { sequence: number }>;
 
@@ -319,7 +320,7 @@ export function signalsRouter(deps: SignalsRouterDeps) {
   for (const path of POST_ONLY) app.get(path, (c) => methodNotAllowed(c, "POST"));
   app
     .openapi(getOne, async (c) => {
-      const held = AbortSignal.any([c.req.raw.signal, deps.shutdown]);
+      const held = heldSignal(c.req.raw, deps.shutdown);
       return c.json((await getSignal(deps, c.req.valid("param").id, c.req.valid("query").wait_s ?? 0, held)) as never, 200);
     })
     .openapi(batch, async (c) => {
@@ -380,7 +381,7 @@ export function signalsRouter(deps: SignalsRouterDeps) {
  * requests it answers at once: the signal is accepted, and a 503 would have it sent again.
  */
 async function heldForReply(c: Context, deps: SignalsRouterDeps, answer: AcceptedAnswer, waitS: number): Promise<Response> {
-  const held = AbortSignal.any([c.req.raw.signal, deps.shutdown]);
+  const held = heldSignal(c.req.raw, deps.shutdown);
   // The signal is accepted (committed): if its reply cannot be read (the database went away or
   // stopped answering while it was held), it is answered as without wait_s, its reply read later
   // with GET /signals/{id}. A 503 would have it sent again.
