@@ -7,8 +7,10 @@ import { createLogger } from "../src/core/logger.ts";
 import { startEmbeddedPostgres } from "../src/db/embedded.ts";
 
 export interface BenchServer {
-  /** A URL of the server (its database part is replaced per use). */
+  /** A URL of the server (its database part is replaced per use), over TCP. */
   url: string;
+  /** The same through the embedded cluster's Unix socket, as signalbox's default connects (else `url`). */
+  localUrl: string;
   /** "embedded (temp dir)" or "BENCH_DATABASE_URL". */
   origin: string;
   /** The cluster's data dir when we run it (for CPU accounting). */
@@ -23,7 +25,7 @@ export interface BenchServer {
  * With `statements`, the embedded cluster is restarted once with pg_stat_statements preloaded.
  */
 export async function startServer(env: NodeJS.ProcessEnv, opts: { statements: boolean; nested?: boolean }): Promise<BenchServer> {
-  if (env.BENCH_DATABASE_URL) return { url: env.BENCH_DATABASE_URL, origin: "BENCH_DATABASE_URL", statements: false, stop: async () => {} };
+  if (env.BENCH_DATABASE_URL) return { url: env.BENCH_DATABASE_URL, localUrl: env.BENCH_DATABASE_URL, origin: "BENCH_DATABASE_URL", statements: false, stop: async () => {} };
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), "signalbox-bench-"));
   // As root, Postgres runs as the `postgres` user: it must be able to reach its data dir.
   await fs.chmod(dir, 0o755);
@@ -43,6 +45,7 @@ export async function startServer(env: NodeJS.ProcessEnv, opts: { statements: bo
     const running = embedded;
     return {
       url: running.url,
+      localUrl: running.localUrl,
       origin: `embedded, data in ${dir}`,
       dataDir: path.join(dir, "pg"),
       statements: opts.statements,
@@ -65,7 +68,7 @@ export function withDatabase(url: string, database: string): string {
 }
 
 /** Creates a fresh database (dropping a leftover of the same name); returns its URL and a drop function. */
-export async function createDatabase(serverUrl: string, name: string): Promise<{ url: string; drop(): Promise<void> }> {
+export async function createDatabase(serverUrl: string, name: string): Promise<{ url: string; name: string; drop(): Promise<void> }> {
   const admin = postgres(serverUrl, { max: 1, onnotice: () => {} });
   try {
     await admin.unsafe(`drop database if exists ${name} with (force)`);
@@ -75,6 +78,7 @@ export async function createDatabase(serverUrl: string, name: string): Promise<{
   }
   return {
     url: withDatabase(serverUrl, name),
+    name,
     drop: async () => {
       const a = postgres(serverUrl, { max: 1, onnotice: () => {} });
       await a.unsafe(`drop database if exists ${name} with (force)`).catch(() => {});

@@ -25,7 +25,8 @@
  * Knobs (environment): BENCH_DATABASE_URL, BENCH_CONCURRENCY (32), BENCH_PHASE_S (10),
  * BENCH_TIMER_WAITS (10000), BENCH_STATEMENTS=1 (load pg_stat_statements into the embedded
  * server and report statements per operation; costs a little throughput; =nested also lists
- * the statements inside functions), BENCH_STRICT=1
+ * the statements inside functions), BENCH_TCP=1 (signalbox over loopback TCP rather than the
+ * embedded cluster's Unix socket, as before 2026-11), BENCH_STRICT=1
  * (exit 1 when a target is missed), PGBENCH (path), and any SIGNALBOX_* variable, which is
  * passed on to the service.
  */
@@ -36,7 +37,7 @@ import path from "node:path";
 import postgres from "postgres";
 import { cpuBetween, cpuSnapshot, postmasterPid, settle, type CpuUse } from "./cpu.ts";
 import { closedLoop, openLoop, type LoadResult } from "./load.ts";
-import { createDatabase, pgbenchVersion, runPgbench, serverVersion, startServer, statementStats, type StatementStats } from "./postgres.ts";
+import { createDatabase, withDatabase, pgbenchVersion, runPgbench, serverVersion, startServer, statementStats, type StatementStats } from "./postgres.ts";
 import { CallbackReceiver } from "./receiver.ts";
 import { hostileBench, printHostile } from "./hostile.ts";
 import { isolation, signalBurst, type BurstResult, type IsolationResult } from "./engine.ts";
@@ -190,7 +191,8 @@ async function main() {
       SIGNALBOX_DATA_DIR: path.join(workDir, dataDir),
       ...more,
       ...passThrough,
-      DATABASE_URL: appDb.url,
+      // Through the socket, as the embedded default connects (BENCH_TCP=1: loopback TCP).
+      DATABASE_URL: env.BENCH_TCP === "1" ? appDb.url : withDatabase(server.localUrl, appDb.name),
       SIGNALBOX_API_KEYS: API_KEY,
       SIGNALBOX_CALLBACK_SECRET: `whsec_${randomBytes(32).toString("base64")}`,
       LOG_LEVEL: env.BENCH_SIGNALBOX_LOG_LEVEL ?? "warn",
@@ -592,7 +594,7 @@ total time ${((now() - t0) / 1000).toFixed(0)} s`);
         ["pgbench", await pgbenchVersion()],
         [
           "signalbox",
-          `DB pool ${POOL_SIZE}, worker concurrency ${env.SIGNALBOX_WORKER_CONCURRENCY ?? 8} (timers) + ${env.SIGNALBOX_DELIVERY_CONCURRENCY ?? 32} (deliveries), poll interval ${env.SIGNALBOX_POLL_INTERVAL_MS ?? 100} ms`,
+          `over ${env.BENCH_TCP === "1" || server.localUrl === server.url ? "TCP" : "the Unix socket (pgbench: TCP)"}, DB pool ${POOL_SIZE}, worker concurrency ${env.SIGNALBOX_WORKER_CONCURRENCY ?? 8} (timers) + ${env.SIGNALBOX_DELIVERY_CONCURRENCY ?? 32} (deliveries), poll interval ${env.SIGNALBOX_POLL_INTERVAL_MS ?? 100} ms`,
         ],
         ["load", `${CONCURRENCY} keep-alive HTTP connections (raw sockets, bench/http-client.ts), phases of ${PHASE_MS / 1000} s, on the same cores`],
         ["machine busy before start", Number.isNaN(busyBefore) ? "n/a" : `${(busyBefore * 100).toFixed(0)}% of all cores (other processes; see "other procs" below)`],

@@ -61,7 +61,7 @@ async function main() {
     const { startEmbeddedPostgres } = await import("./db/embedded.ts");
     embeddedStarting = startEmbeddedPostgres(config.SIGNALBOX_DATA_DIR, log);
     embedded = await embeddedStarting;
-    url = embedded.url;
+    url = embedded.localUrl;
     // Nothing here can bring it back while running (its postmaster.pid, the data dir lock):
     // exit, and the supervisor that restarts signalbox starts Postgres again, with crash recovery.
     void embedded.died.then((code) => {

@@ -8,12 +8,14 @@ export function describeConnectError(err: unknown, url: string, setting: string)
   let where = "the database";
   try {
     const u = new URL(url);
-    where = `${u.hostname}:${u.port || 5432}${u.pathname}`;
+    const socketDir = u.searchParams.get("host"); // a Unix socket (src/db/connection-url.ts)
+    where = socketDir ? `${socketDir}/.s.PGSQL.${u.port || 5432} (database ${u.pathname.slice(1)})` : `${u.hostname}:${u.port || 5432}${u.pathname}`;
   } catch {
     // the configuration check refuses a malformed URL before anything connects
   }
   const reason: Record<string, string> = {
     ECONNREFUSED: `nothing accepts connections at ${where} (connection refused)`,
+    ENOENT: `there is no socket at ${where}`,
     ENOTFOUND: `the host of ${where} is not found`,
     EAI_AGAIN: `the host of ${where} cannot be resolved now`,
     ETIMEDOUT: `${where} does not answer (timed out)`,

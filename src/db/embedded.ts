@@ -5,12 +5,20 @@ import postgres from "postgres";
 import { freePort } from "../core/free-port.ts";
 import type { Log } from "../core/logger.ts";
 import { placeCluster } from "./cluster-placement.ts";
+import { overSocket } from "./connection-url.ts";
 import { lockDataDir } from "./data-dir-lock.ts";
 import { findPostgresBinaries } from "./postgres-binaries.ts";
 import { initCluster, startPostmaster, stopOrphanedPostmaster } from "./postmaster.ts";
 
 export interface EmbeddedDatabase {
+  /** Over TCP on loopback: for tools and tests. */
   url: string;
+  /**
+   * The same database through the cluster's Unix socket when it has one (else `url`): what
+   * signalbox's own connections use. A round trip costs both processes less CPU than over
+   * loopback TCP (npm run bench: 16 senders with callbacks, 1,113 -> 1,283 signals/s).
+   */
+  localUrl: string;
   stop(): Promise<void>;
   /** Settles only if Postgres exits by itself (killed, crashed): not when `stop` stops it. */
   died: Promise<number | string>;
@@ -40,9 +48,12 @@ export async function startEmbeddedPostgres(dataDir: string, log: Log, settings:
       await initCluster(cluster, USER, password);
     }
     const port = await freePort();
+    const socketDir = socketDirFor(cluster.databaseDir);
+    if (socketDir) await removeStaleSockets(socketDir);
     const postmaster = await startPostmaster(cluster, port, [
-      // TCP on loopback only, no unix socket (its path would collide between instances).
-      ...["listen_addresses=127.0.0.1", "unix_socket_directories=", "max_connections=200", "lc_messages=C"],
+      // TCP on loopback, and a Unix socket in the cluster's own directory (none in a shared one
+      // such as /tmp, where instances would meet).
+      ...["listen_addresses=127.0.0.1", `unix_socket_directories=${socketDir ?? ""}`, "max_connections=200", "lc_messages=C"],
       // Statistics within seconds of a table growing, not a minute: plans cached while the job
       // and wait tables were nearly empty (a fresh start) are dropped once they are analysed.
       "autovacuum_naptime=15s",
@@ -57,8 +68,10 @@ export async function startEmbeddedPostgres(dataDir: string, log: Log, settings:
       throw err;
     }
     log.info({ port, pid: postmaster.pid }, "embedded Postgres started");
+    const url = `${server}/${DATABASE}`;
     return {
-      url: `${server}/${DATABASE}`,
+      url,
+      localUrl: socketDir ? overSocket(url, socketDir) : url,
       died: postmaster.died,
       async stop() {
         try {
@@ -71,6 +84,24 @@ export async function startEmbeddedPostgres(dataDir: string, log: Log, settings:
   } catch (err) {
     lock.release();
     throw err;
+  }
+}
+
+/**
+ * The cluster's directory, when a socket path in it fits a sockaddr_un (107 bytes; Postgres
+ * refuses to start on a longer one): a data dir nested deep goes over TCP only.
+ */
+function socketDirFor(databaseDir: string): string | undefined {
+  return Buffer.byteLength(`${databaseDir}/.s.PGSQL.65535`) <= 107 && !databaseDir.includes(",") ? databaseDir : undefined;
+}
+
+/**
+ * Sockets a killed postmaster left (each start takes a new port, so they would pile up). We hold
+ * the data dir and stopped any postmaster of this cluster: none is in use.
+ */
+async function removeStaleSockets(dir: string): Promise<void> {
+  for (const name of await fs.readdir(dir)) {
+    if (name.startsWith(".s.PGSQL.")) await fs.rm(path.join(dir, name), { force: true });
   }
 }
 

@@ -6,6 +6,7 @@ import { drizzle } from "drizzle-orm/postgres-js";
 import { migrate } from "drizzle-orm/postgres-js/migrator";
 import { runMigrations } from "graphile-worker";
 import { applyFunctions, readFunctionSources } from "./apply-functions.ts";
+import { postgresJsTarget } from "./connection-url.ts";
 
 const DB_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../db");
 export const MIGRATIONS_DIR = path.join(DB_DIR, "migrations");
@@ -28,7 +29,8 @@ export async function migrateDatabase(
   onWaitingForLock?: () => void,
 ): Promise<{ functions: "applied" | "kept_newer" }> {
   await runMigrations({ connectionString: url, logger: silentLogger() });
-  const client = postgres(url, { max: 1, onnotice: () => {} });
+  const target = postgresJsTarget(url);
+  const client = postgres(target.url, { path: target.path, max: 1, onnotice: () => {} });
   try {
     const [free] = await client<Array<{ locked: boolean }>>`select pg_try_advisory_lock(hashtext(${LOCK_KEY})) as locked`;
     if (!free?.locked) {
