@@ -2,6 +2,7 @@ import postgres from "postgres";
 import { drizzle, type PostgresJsDatabase } from "drizzle-orm/postgres-js";
 import { postgresJsTarget } from "./connection-url.ts";
 import * as schema from "./schema.ts";
+import { guardedSockets } from "./silent-connections.ts";
 
 export type Db = PostgresJsDatabase<typeof schema>;
 /** A transaction handle: the same query surface as Db, bound to one connection. */
@@ -32,6 +33,9 @@ export function openDatabase(url: string, opts: { max: number }): Database {
     // grows to 20 s, and queued queries would wait that long for a connection).
     connect_timeout: CONNECT_TIMEOUT_S,
     backoff: reconnectDelayS,
+    // A connection that stopped answering is dropped and replaced (see guardedSockets). The
+    // option is postgres.js's own, missing from its types.
+    ...({ socket: guardedSockets() } as object),
     onnotice: () => {},
     // Bigints (sequences, event ids) come back as numbers; ids stay far below 2^53.
     types: { bigint: postgres.BigInt },
