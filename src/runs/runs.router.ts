@@ -205,9 +205,14 @@ export function runsRouter(deps: Deps & { changes: ChangeFeed; shutdown: AbortSi
       const q = c.req.valid("query");
       const run = c.req.valid("param").run;
       if (!c.req.header("accept")?.includes("text/event-stream")) return c.json(await getRunEvents(deps, run, q.after, q.limit), 200);
-      const resumeFrom = c.req.header("last-event-id") ?? q.after;
-      const afterId = resumeFrom === undefined ? 0 : parseEventId(resumeFrom);
-      if (afterId === undefined) throw new BadRequestError("Last-Event-ID / after must be an event id (ev_...)", [{ path: "/after", message: "is not an event id" }]);
+      // Empty is no last event (an EventSource that saw an `id:` line with no value sends it so):
+      // the stream starts where ?after= says, or at the beginning.
+      const lastEventId = c.req.header("last-event-id") || undefined;
+      const afterId = lastEventId !== undefined ? parseEventId(lastEventId) : q.after === undefined ? 0 : parseEventId(q.after);
+      if (afterId === undefined) {
+        if (lastEventId !== undefined) throw new BadRequestError("the Last-Event-ID header must be an event id (ev_...)");
+        throw new BadRequestError("after must be an event id (ev_...)", [{ path: "/after", message: "is not an event id" }]);
+      }
       return runEventStream(deps, run, afterId, c.req.raw, (event) => ({ id: event.id, event: event.type, data: JSON.stringify(event) })) as never;
     });
 }

@@ -55,6 +55,27 @@ describe("SSE run history", () => {
     await stream.close();
   });
 
+  it("an empty Last-Event-ID is no last event: the stream starts at ?after= or the beginning; a malformed one is a 400 naming the header", async () => {
+    // An EventSource that has seen no id, or an `id:` line with no value, sends the header empty.
+    const stream = openSse(`${a.baseUrl}/runs/sse-1/events`, { ...auth, "last-event-id": "" });
+    await stream.until(() => stream.events.length >= 1);
+    expect(stream.status).toBe(200);
+    expect(stream.events[0]!.event).toBe("signal.waiting");
+    await stream.close();
+
+    const page = (await (await a.api("/runs/sse-1/events?limit=1")).json()) as any;
+    const after = openSse(`${a.baseUrl}/runs/sse-1/events?after=${page.items[0].id}`, { ...auth, "last-event-id": "" });
+    await after.until(() => after.events.length >= 1);
+    expect(after.events[0]!.event).toBe("signal.received");
+    await after.close();
+
+    const bad = await fetch(`${a.baseUrl}/runs/sse-1/events`, { headers: { ...auth, accept: "text/event-stream", "last-event-id": "nope" } });
+    expect(bad.status).toBe(400);
+    const problem = (await bad.json()) as { detail: string; validation_errors?: Array<{ path: string }> };
+    expect(problem.detail).toContain("Last-Event-ID");
+    expect(problem.validation_errors ?? []).not.toContainEqual(expect.objectContaining({ path: "/after" }));
+  });
+
   it("ends cleanly when the server shuts down", async () => {
     const c = await startTestApp({ databaseUrl: a.databaseUrl, worker: false });
     const stream = openSse(`${c.baseUrl}/runs/sse-shutdown/events`, auth);
