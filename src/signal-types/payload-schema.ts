@@ -94,6 +94,8 @@ export function checkSchema(schema: unknown): ValidationIssue[] {
   if (depthOf(schema) > MAX_SCHEMA_DEPTH) return [{ path: "/schema", message: `must nest at most ${MAX_SCHEMA_DEPTH} levels` }];
   const unsafe = findUnsafePattern(schema, "/schema");
   if (unsafe) return [unsafe];
+  const huge = findNonFiniteNumber(schema, "/schema");
+  if (huge) return [huge];
   const refs = findRemoteRef(schema, "/schema");
   if (refs) return [refs];
   const unique = findQuadraticUniqueItems(schema, "/schema");
@@ -220,6 +222,20 @@ function findQuadraticUniqueItems(value: unknown, path: string, inNameMap = fals
   for (const [k, v] of Object.entries(o)) {
     if (!inNameMap && DATA_KEYWORDS.has(k)) continue;
     const inner = findQuadraticUniqueItems(v, `${path}/${escapePointer(k)}`, !inNameMap && NAME_MAPS.has(k));
+    if (inner) return inner;
+  }
+  return null;
+}
+
+/**
+ * A number out of double range (`1e400`) parses as Infinity, which JSON (and so the stored
+ * schema) writes as null: `const: 1e400` would be kept as `const: null`. Refused, naming it.
+ */
+function findNonFiniteNumber(value: unknown, path: string): ValidationIssue | null {
+  if (typeof value === "number" && !Number.isFinite(value)) return { path, message: "is a number out of the range a 64-bit float holds" };
+  if (value === null || typeof value !== "object") return null;
+  for (const [k, v] of Object.entries(value)) {
+    const inner = findNonFiniteNumber(v, `${path}/${escapePointer(k)}`);
     if (inner) return inner;
   }
   return null;

@@ -66,6 +66,8 @@ export interface RedriveMatch {
  * run has now, not the one it was made for.
  */
 export const forOneWait = (key: string | null): boolean => key !== null && (key.startsWith("link:") || key.startsWith("console:"));
+/** Why a sender's key (Idempotency-Key, a signed webhook-id) may not be one of those. */
+export const RESERVED_KEY = "must not start with link: or console: (the keys of approval links' and the console's answers)";
 const notForOneWait = sql`not coalesce(${signals.idempotencyKey} like 'link:%' or ${signals.idempotencyKey} like 'console:%', false)`;
 
 function matching(f: RedriveMatch): SQL[] {

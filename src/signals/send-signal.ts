@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { openSecrets, type SecretBox } from "../auth/secret-box.ts";
 import { withTransaction } from "../db/transaction.ts";
 import type { Deps } from "../deps.ts";
-import type { ValidationIssue } from "../core/errors.ts";
+import { BadRequestError, type ValidationIssue } from "../core/errors.ts";
 import { newId } from "../core/ids.ts";
 import { valueAt } from "../core/json-pointer.ts";
 import { findUnstorable, toStorable } from "../core/storable-text.ts";
@@ -15,6 +15,7 @@ import { loadSignalType } from "../signal-types/signal-type-cache.ts";
 import { authenticateIntake, type IntakeCredentials } from "./authenticate-intake.ts";
 import { acceptSignals, type IntakeItemAnswer } from "./accept-signals.ts";
 import { intakeBatcherFor } from "./intake-batcher.ts";
+import { forOneWait, RESERVED_KEY } from "./redrive.queries.ts";
 import type { IntakeAnswer } from "./signal-outcome.ts";
 import { claimWebhookId, insertRejectedSignal, type NewSignal } from "./signals.queries.ts";
 
@@ -65,6 +66,10 @@ export async function sendSignal(deps: Pick<Deps, "db" | "secretBox" | "signalTy
   const typeAuth = openAuth(deps.secretBox, type);
   const auth = authenticateIntake(typeAuth, input);
   if (!auth.ok) return UNAUTHENTICATED;
+  // The signed webhook-id is the sender's idempotency key, so it is refused where an
+  // Idempotency-Key header would be (signals.router.ts): as `link:...` or `console:...` it would
+  // take the key of an approval link's or the console's answer for this run.
+  if (auth.webhookId !== undefined && forOneWait(auth.webhookId)) throw reservedWebhookId();
   const parsed = parseBody(input.body);
 
   // A body-only signature does not cover the URL: bind it to the run through the payload.
@@ -156,6 +161,8 @@ async function recordRejection(
 }
 
 const UNAUTHENTICATED: IntakeAnswer = { outcome: "rejected_unauthenticated", detail: "signature verification failed" };
+
+const reservedWebhookId = () => new BadRequestError(`invalid header: /webhook-id: ${RESERVED_KEY}`, [{ path: "/webhook-id", message: RESERVED_KEY }]);
 
 function parseBody(body: Uint8Array): { text: string; value: unknown } | { error: string } | { tooDeep: true } {
   let text: string;

@@ -17,7 +17,7 @@ import type { ChangeFeed } from "../events/change-feed.ts";
 import { redriveSignal } from "./redrive-signal.ts";
 import { redriveMatching } from "./redrive-matching.ts";
 import { RedriveBody, RedriveResultSchema, RedrivenSchema } from "./redrive.schemas.ts";
-import { forOneWait } from "./redrive.queries.ts";
+import { forOneWait, RESERVED_KEY } from "./redrive.queries.ts";
 import { heldSignal } from "../http/held-request.ts";
 
 type AcceptedAnswer = Extract<IntakeAnswer, { sequence: number }>;
@@ -58,7 +58,7 @@ const AcceptedSchema = z
  * make that answer a conflict, or a duplicate of its own.
  */
 const senderKey = (max: z.ZodString) =>
-  max.refine((k) => !forOneWait(k), "must not start with link: or console: (the keys of approval links' and the console's answers)");
+  max.refine((k) => !forOneWait(k), RESERVED_KEY);
 
 /** Checked before the body is read, as wait_s: a key too long to index is a 400, not a failed insert. */
 const IdempotencyKey = senderKey(z.string().max(200))
@@ -168,7 +168,7 @@ const intake = createRoute({
     query: IntakeQuery,
     headers: z.object({
       "idempotency-key": IdempotencyKey,
-      "webhook-id": z.string().optional().openapi({ description: "standard-webhooks: message id (also the idempotency key)" }),
+      "webhook-id": z.string().optional().openapi({ description: "standard-webhooks: message id (also the idempotency key; like `Idempotency-Key`, a signed one starting with `link:` or `console:` is refused, 400)" }),
       "webhook-timestamp": z.string().optional().openapi({ description: "standard-webhooks: unix seconds" }),
       "webhook-signature": z.string().optional().openapi({ description: "standard-webhooks: space-separated v1,<base64>" }),
       "x-hub-signature-256": z.string().optional().openapi({ description: "github: sha256=<hex>" }),
@@ -182,7 +182,7 @@ const intake = createRoute({
   responses: {
     202: json(AcceptedSchema, "received (the open wait is resolved), buffered, or started (a run.start event is sent); with `wait_s`, no reply yet (`reply_pending: true`) or none to come (`reply_pending: false`)"),
     200: json(AcceptedSchema, "duplicate: the same idempotency key and payload as an earlier signal; or, with `wait_s`, the resume callback was delivered: its `reply`"),
-    400: problem("invalid_json (with `outcome`), or a malformed run id, signal name or `wait_s` (with `validation_errors`)"),
+    400: problem("invalid_json (with `outcome`), or a malformed run id, signal name, `wait_s`, `Idempotency-Key` or `webhook-id` (with `validation_errors`)"),
     401: intakeProblem("rejected_unauthenticated"),
     404: intakeProblem("rejected_unknown_signal"),
     409: intakeProblem("rejected_not_waiting, rejected_not_active or rejected_idempotency_conflict"),

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, expect, it } from "vitest";
 import { openWait } from "../helpers/http.ts";
 import { startTestApp, type TestApp } from "../helpers/test-app.ts";
 import { signInConsole } from "../console/console-client.ts";
+import { post, signStandard, snapshot, swSecret } from "../security/support.ts";
 
 // An approval link answers with the idempotency key `link:<jti>`, the console with
 // `console:<wait>:<sha256(operator)>`. When another accepted signal already holds that key,
@@ -13,10 +14,13 @@ import { signInConsole } from "../console/console-client.ts";
 // Intake refuses such keys from outside senders, so the conflict is made here as it could only
 // be made otherwise (a signal recorded before that rule): an outside vote, its key set in SQL.
 
+const SW = swSecret(11);
+
 let app: TestApp;
 beforeAll(async () => {
   app = await startTestApp({ worker: false });
   await app.api(`/signal-types/vote`, { method: "PUT", json: { auth: { scheme: "none" }, responses: ["approve", "reject"] } });
+  await app.api(`/signal-types/vote-sw`, { method: "PUT", json: { auth: { scheme: "standard-webhooks", secrets: [SW] }, responses: ["approve", "reject"] } });
 });
 afterAll(async () => {
   await app?.close();
@@ -74,4 +78,24 @@ it("an operator answering again differently is still told their first answer sta
   const again = await cc.post(`/console/approvals/${wait.id}`, { response: "reject" });
   expect(again.status).toBe(303);
   expect(again.headers.get("location")).toBe("/console/approvals?answered=rejected_idempotency_conflict");
+});
+
+it("a signed webhook-id (the key of a Standard Webhooks sender) that is a link's or the console's key is refused with 400, changing nothing: the link still answers", async () => {
+  const wait = (await openWait(app, "r-q4", { signal: "vote-sw", quorum: { count: 2 } }, 201)).body as { id: string };
+  const made = (await (await app.api(`/waits/${wait.id}/links`, { method: "POST", json: { responder: "kim" } })).json()) as { links: Record<string, string> };
+  const jti = decodeJwt(made.links.approve!.split("/approvals/")[1]!).jti!;
+  const who = createHash("sha256").update("Kim Operator").digest("base64url").slice(0, 22);
+  const body = JSON.stringify({ response: "reject", responder: "mallory" });
+  for (const id of [`link:${jti}`, `console:${wait.id}:${who}`]) {
+    const before = await snapshot(app);
+    const sent = await post(app, "r-q4", "vote-sw", body, signStandard(SW, body, { id }));
+    expect(sent.status, sent.text).toBe(400);
+    expect(sent.text).toMatch(/webhook-id/);
+    expect(await snapshot(app)).toEqual(before);
+  }
+
+  const res = await fetch(made.links.approve!, { method: "POST", headers: { accept: "text/html", "content-type": "application/x-www-form-urlencoded" }, body: "" });
+  expect(res.status, await res.text()).toBe(200);
+  const after = (await (await app.api(`/waits/${wait.id}`)).json()) as { votes: Record<string, string[]> };
+  expect(after.votes.approve).toContain("kim");
 });

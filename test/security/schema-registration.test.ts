@@ -306,3 +306,24 @@ describe("adversarial payloads against patterns that passed the check stay fast"
     expect(Date.now() - started).toBeLessThan(1000);
   });
 });
+
+describe("numbers a double cannot hold", () => {
+  it("const, enum or a bound out of double range (1e400) is 422 naming the keyword, not stored as null", async () => {
+    for (const [schema, pointer] of [
+      ['{"const":1e400}', "/schema/const"],
+      ['{"type":"object","properties":{"n":{"enum":[1,-1e400]}}}', "/schema/properties/n/enum/1"],
+      ['{"maximum":1E+999}', "/schema/maximum"],
+    ] as const) {
+      const type = name("huge");
+      const before = await snapshot(app);
+      const res = await app.api(`/signal-types/${type}`, {
+        method: "PUT",
+        headers: { "content-type": "application/json" },
+        body: `{"auth":${JSON.stringify(AUTH)},"schema":${schema}}`,
+      });
+      const problem = await expectProblem(res, 422);
+      expect(problem.validation_errors?.map((v) => v.path)).toEqual([pointer]);
+      expect(await snapshot(app)).toEqual(before);
+    }
+  });
+});

@@ -3182,7 +3182,7 @@ export interface operations {
             header?: {
                 /** @description Same key and payload again is a duplicate. Keys starting with `link:` or `console:` are refused (400): approval links' and the console's answers carry them */
                 "idempotency-key"?: string;
-                /** @description standard-webhooks: message id (also the idempotency key) */
+                /** @description standard-webhooks: message id (also the idempotency key; like `Idempotency-Key`, a signed one starting with `link:` or `console:` is refused, 400) */
                 "webhook-id"?: string;
                 /** @description standard-webhooks: unix seconds */
                 "webhook-timestamp"?: string;
@@ -3235,7 +3235,7 @@ export interface operations {
                     "application/json": components["schemas"]["SignalAccepted"];
                 };
             };
-            /** @description invalid_json (with `outcome`), or a malformed run id, signal name or `wait_s` (with `validation_errors`) */
+            /** @description invalid_json (with `outcome`), or a malformed run id, signal name, `wait_s`, `Idempotency-Key` or `webhook-id` (with `validation_errors`) */
             400: {
                 headers: {
                     [name: string]: unknown;
