@@ -1,9 +1,12 @@
 import { sql } from "drizzle-orm";
 import { openDatabase, type Database, type Db } from "./client.ts";
 
-/** Node socket errors and postgres.js's own codes for a connection that failed or went away. */
+/**
+ * Node socket errors and postgres.js's own codes for a connection that failed or went away.
+ * ENOENT: no socket file where a Unix-socket URL points (a stopped Postgres removes it).
+ */
 const CONNECTION_CODES = new Set([
-  "ECONNREFUSED", "ECONNRESET", "ECONNABORTED", "EPIPE", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "ENETDOWN", "ENOTFOUND", "EAI_AGAIN",
+  "ENOENT", "ECONNREFUSED", "ECONNRESET", "ECONNABORTED", "EPIPE", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "ENETDOWN", "ENOTFOUND", "EAI_AGAIN",
   "CONNECTION_CLOSED", "CONNECTION_ENDED", "CONNECTION_DESTROYED", "CONNECT_TIMEOUT",
 ]);
 /**
@@ -13,7 +16,7 @@ const CONNECTION_CODES = new Set([
  */
 const UNAVAILABLE_STATES = new Set(["57P01", "57P02", "57P03", "57P04", "57P05", "53300", "25P03"]);
 /** Among those, the ones that say a new connection would fail too (not just this one was dropped). */
-const UNREACHABLE_CODES = new Set(["ECONNREFUSED", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "ENETDOWN", "ENOTFOUND", "EAI_AGAIN", "CONNECT_TIMEOUT", "57P03", "53300"]);
+const UNREACHABLE_CODES = new Set(["ENOENT", "ECONNREFUSED", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH", "ENETDOWN", "ENOTFOUND", "EAI_AGAIN", "CONNECT_TIMEOUT", "57P03", "53300"]);
 
 function codesOf(err: unknown): string[] {
   const codes: string[] = [];

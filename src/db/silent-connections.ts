@@ -2,11 +2,12 @@ import net from "node:net";
 
 /**
  * How long a pool connection may leave what it was sent unanswered before it counts as gone.
- * Above any statement of ours (the slowest take a few hundred milliseconds on a million waits;
- * a run's lock is held only for short statements, never across an outbound request), yet short
- * enough that a request whose query was sent into it gets its 503 within a few seconds.
+ * Far above any statement of ours and any wait for a run's lock (a cancel of a run with tens of
+ * thousands of open waits takes seconds): a statement cut off this way may still commit (an
+ * intake's Sync was sent), and its sender, told 503, would send it again. Yet bounded: a
+ * request whose query went into a silent connection gets its 503 within this, not never.
  */
-export const SILENT_AFTER_MS = 3_000;
+export const SILENT_AFTER_MS = 15_000;
 const CHECK_EVERY_MS = 250;
 
 interface Watched {
@@ -54,7 +55,11 @@ export function guardedSockets(silentAfterMs = SILENT_AFTER_MS): (options: { hos
   // What postgres.js does itself without the option: one host after another across attempts.
   return (options) => {
     const i = attempt++ % options.host.length;
-    const socket = options.path ? net.connect(options.path) : net.connect(options.port[i]!, options.host[i]);
+    // Connected on the next turn: a connect that fails at once (no route) emits its error on the
+    // next tick, before postgres.js (which awaits this factory) listens for it: uncaught.
+    const socket = new net.Socket();
+    const path = options.path;
+    setImmediate(() => (path ? socket.connect(path) : socket.connect(options.port[i]!, options.host[i]!)));
     Object.assign(socket, { host: options.host[i], port: options.port[i] }); // postgres.js reads them (TLS server name, error messages)
     const w: Watched = { read: 0, written: 0, since: 0 };
     watched.set(socket, w);

@@ -346,7 +346,8 @@ describe("a delivery that gives up", () => {
         (await (await fetch(`${svc.baseUrl}/metrics`)).text()).split("\n").find((l) => l.startsWith("signalbox_deliveries_given_up_total{")),
       );
       expect(counted).toBe('signalbox_deliveries_given_up_total{reason="attempts_exhausted"} 1');
-      const gaveUp = svc.logs().filter((l) => l.msg === "callback delivery gave up");
+      // The counter is raised just before the line is written: the line may reach us a moment later.
+      const gaveUp = await waitFor("the give-up warning in the log", () => svc.logs().filter((l) => l.msg === "callback delivery gave up"), { until: (l) => l.length > 0 });
       expect(gaveUp).toEqual([expect.objectContaining({ level: 40, waitId: wait.id, callbackHost: engine.host, lastError: "HTTP 502", attempts: 2 })]);
     } finally {
       killServices();

@@ -1,5 +1,6 @@
 import { expect, it } from "vitest";
 import { serviceOnOwnPostgres } from "../helpers/own-postgres-service.ts";
+import { SILENT_AFTER_MS } from "../../src/db/silent-connections.ts";
 import { answers200 } from "../helpers/service-process.ts";
 
 // One connection of the API's pool left open and silent (a failover or a network cut: no error,
@@ -24,14 +25,14 @@ it("a pool connection gone silent answers 503 soon and is replaced", async () =>
     // One at a time, for longer than a connection may stay silent: each takes the next idle
     // connection, so one of them (or a query of the service's own) lands on the silent one.
     const answers: Array<{ status: number; ms: number }> = [];
-    const until = performance.now() + 4_000;
+    const until = performance.now() + SILENT_AFTER_MS + 1_000;
     while (answers.length < 10 || performance.now() < until) {
       const started = performance.now();
-      const status = await svc.api("/waits?limit=1", { timeoutMs: 20_000 }).then((r) => r.status, () => 0);
+      const status = await svc.api("/waits?limit=1", { timeoutMs: SILENT_AFTER_MS + 10_000 }).then((r) => r.status, () => 0);
       answers.push({ status, ms: Math.round(performance.now() - started) });
       await new Promise((r) => setTimeout(r, 50));
     }
-    const slow = answers.filter((a) => a.status === 0 || a.ms > 5_000);
+    const slow = answers.filter((a) => a.status === 0 || a.ms > SILENT_AFTER_MS + 2_000);
     expect(slow, `answers (status, ms): ${JSON.stringify(answers)}`).toEqual([]);
     // A burst larger than the pool: queries are spread over every connection, silent or not.
     const burst = await Promise.all(Array.from({ length: 30 }, () => svc.api("/waits?limit=1", { timeoutMs: 20_000 }).then((r) => r.status, () => 0)));
