@@ -196,7 +196,8 @@ export function consoleRouter(deps: ConsoleDeps) {
   });
   app.get("/runs/:run/events", async (c) => {
     const runId = runIdOf(c.req.param("run"));
-    const from = c.req.header("last-event-id") ?? c.req.query("after") ?? "";
+    // An empty Last-Event-ID is no last event (as the API's stream reads it): ?after= stands.
+    const from = c.req.header("last-event-id") || c.req.query("after") || "";
     const afterId = from === "" ? 0 : parseEventId(from);
     if (afterId === undefined) throw new BadRequestError("after must be an event id (ev_...)");
     // Unnamed messages: the page's EventSource reads them with onmessage (assets/console.js).
