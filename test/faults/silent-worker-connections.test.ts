@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { startCallbackReceiver } from "../helpers/callback-receiver.ts";
-import { startPrivatePostgres, type PrivatePostgres } from "../helpers/private-postgres.ts";
-import { answers200, onDatabase, spawnService, type ServiceProcess } from "../helpers/service-process.ts";
+import { serviceOnOwnPostgres } from "../helpers/own-postgres-service.ts";
+import type { PrivatePostgres } from "../helpers/private-postgres.ts";
+import { answers200, type ServiceProcess } from "../helpers/service-process.ts";
 import { waitFor } from "../helpers/wait-for.ts";
 
 // A failover or a network cut can leave the connections a process holds open and silent (no
@@ -9,22 +10,18 @@ import { waitFor } from "../helpers/wait-for.ts";
 // (SIGSTOP) and the postmaster is not: the runners must notice that they no longer reach the
 // database and start again on new connections, so timeouts and callbacks flow again.
 
+const own = serviceOnOwnPostgres("silent-worker", { SIGNALBOX_WORKER_STALE_S: "3" });
 let pg: PrivatePostgres;
 let svc: ServiceProcess;
 let engine: Awaited<ReturnType<typeof startCallbackReceiver>>;
 
 beforeAll(async () => {
-  pg = await startPrivatePostgres("silent-worker");
+  ({ pg, svc } = own);
   engine = await startCallbackReceiver();
-  svc = await spawnService(onDatabase(pg.url, { SIGNALBOX_WORKER_STALE_S: "3", LOG_LEVEL: "warn" }));
-  await answers200(svc, "/readyz", 60_000);
-  expect((await svc.api("/signal-types/approval", { method: "PUT", json: { auth: { scheme: "none" } } })).status).toBe(201);
-}, 120_000);
+});
 
 afterAll(async () => {
-  if (svc?.alive()) svc.child.kill("SIGKILL");
   await engine?.close();
-  await pg?.destroy();
 });
 
 async function openWait(run: string, body: Record<string, unknown>): Promise<string> {

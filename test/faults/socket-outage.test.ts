@@ -1,33 +1,25 @@
 import fs from "node:fs/promises";
 import path from "node:path";
-import { afterAll, beforeAll, expect, it } from "vitest";
-import { startPrivatePostgres, type PrivatePostgres } from "../helpers/private-postgres.ts";
-import { answers200, onDatabase, spawnService, type ServiceProcess } from "../helpers/service-process.ts";
+import { expect, it } from "vitest";
+import { serviceOnOwnPostgres } from "../helpers/own-postgres-service.ts";
+import { answers200 } from "../helpers/service-process.ts";
 
 // DATABASE_URL naming a Unix socket (?host=/dir, README): while Postgres is stopped (no socket
 // file: ENOENT) every endpoint answers 503 within 2 s, and after it starts again the service
 // comes back by itself.
 
-let pg: PrivatePostgres;
-let svc: ServiceProcess;
-beforeAll(async () => {
-  pg = await startPrivatePostgres("sock-outage");
+const own = serviceOnOwnPostgres("sock-outage", {}, async (pg) => {
   const dir = path.resolve(".test-pg", `sock-outage-${process.pid}`);
   await fs.appendFile(path.join(dir, "postgresql.conf"), `\nunix_socket_directories = '${dir}'\n`);
   await pg.restart("fast");
   const u = new URL(pg.url);
   u.searchParams.set("host", dir);
   u.searchParams.set("sslmode", "disable");
-  svc = await spawnService(onDatabase(u.toString(), { LOG_LEVEL: "warn" }));
-  await answers200(svc, "/readyz", 60_000);
-  expect((await svc.api("/signal-types/approval", { method: "PUT", json: { auth: { scheme: "none" } } })).status).toBe(201);
-}, 120_000);
-afterAll(async () => {
-  if (svc?.alive()) svc.child.kill("SIGKILL");
-  await pg?.destroy();
+  return u.toString();
 });
 
 it("over the socket: 503 within 2 s while Postgres is stopped, and back after it starts", async () => {
+  const { pg, svc } = own;
   expect((await svc.api("/runs/r1/waits", { method: "POST", json: { signal: "approval" } })).status).toBe(201);
   await pg.stop("fast");
   const answers: Array<{ status: number; ms: number }> = [];
