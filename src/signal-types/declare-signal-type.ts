@@ -5,6 +5,7 @@ import type { SecretBox } from "../auth/secret-box.ts";
 import { NotFoundError, UnprocessableError, type ValidationIssue } from "../core/errors.ts";
 import { standardWebhooksKey } from "../auth/schemes/standard-webhooks.ts";
 import { checkSchema } from "./payload-schema.ts";
+import { replayFloorAfter } from "./replay-floor.ts";
 import { BODY_ONLY_SCHEMES, toSignalTypeResource, type SignalTypeInput, type SignalTypeResource } from "./signal-type.ts";
 import type { SignalTypeCache } from "./signal-type-cache.ts";
 import { deleteSignalType, findSignalType, upsertSignalType } from "./signal-types.queries.ts";
@@ -26,26 +27,28 @@ export async function declareSignalType(
   if (problems.length > 0) throw new UnprocessableError("the schema is not a usable JSON Schema (draft 2020-12)", problems);
   const authProblems = checkAuth(input.auth);
   if (authProblems.length > 0) throw new UnprocessableError(authProblems.map((p) => `${p.path}: ${p.message}`).join("; "), authProblems);
-  const { row, created } = await withTransaction(deps.db, (tx) =>
-    upsertSignalType(tx, {
+  const tolerance = { scheme: input.auth.scheme, tolerance_s: input.auth.tolerance_s ?? 300 };
+  const { row, created } = await withTransaction(deps.db, async (tx) => {
+    const floor = await replayFloorAfter(tx, name, tolerance);
+    return upsertSignalType(tx, {
       name,
       description: input.description ?? null,
       schema,
       auth: {
-        scheme: input.auth.scheme,
+        ...tolerance,
         secrets: sealSecrets(deps.secretBox, input.auth.secrets ?? [], name),
-        tolerance_s: input.auth.tolerance_s ?? 300,
         ...(input.auth.header !== undefined ? { header: input.auth.header.toLowerCase() } : {}),
         ...(input.auth.run_pointer !== undefined ? { run_pointer: input.auth.run_pointer } : {}),
         ...(input.auth.replay_across_runs ? { replay_across_runs: true as const } : {}),
+        ...(floor !== undefined ? { replay_floor_s: floor } : {}),
       },
       bufferTtlS: input.buffer_ttl_s ?? 0,
       responses: input.responses ?? null,
       notifyUrl: input.notify_url ?? null,
       remindersS: input.reminders_s ?? [],
       startUrl: input.start?.url ?? null,
-    }),
-  );
+    });
+  });
   deps.signalTypeCache?.forget(name);
   return { signalType: toSignalTypeResource(row), created };
 }

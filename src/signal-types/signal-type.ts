@@ -19,6 +19,8 @@ export interface SignalAuth {
   header?: string;
   run_pointer?: string;
   replay_across_runs?: true;
+  /** Never shown: see SignatureAuth.replay_floor_s. */
+  replay_floor_s?: number;
 }
 
 export interface SignalTypeInput {

@@ -150,6 +150,13 @@ export async function findSignalWithReply(q: Queryable, id: string): Promise<Sig
 }
 
 /**
+ * Twice the type's tolerance as declared now: a process whose cached declaration predates a raise
+ * of it (until its change notice comes) would otherwise keep the receipt for the old tolerance.
+ */
+const keptForTypeS = (signalType: string) =>
+  sql`2 * coalesce((select (t.auth ->> 'tolerance_s')::int from signalbox.signal_types t where t.name = ${signalType}::text), 0)`;
+
+/**
  * Claims a signed webhook id for a run; returns the run that holds it (this one, or the one
  * that claimed it first). The primary key decides between concurrent claims, not a read.
  *
@@ -161,7 +168,7 @@ export async function claimWebhookId(q: Queryable, signalType: string, webhookId
   // DO UPDATE waits for a concurrent claim to commit and returns the row that won.
   const [holder] = await q.execute<{ run_id: string }>(sql`
     insert into signalbox.webhook_receipts (signal_type, webhook_id, run_id, expires_at)
-    values (${signalType}::text, ${webhookId}::text, ${runId}::text, now() + ${keepS}::int * interval '1 second')
+    values (${signalType}::text, ${webhookId}::text, ${runId}::text, now() + greatest(${keepS}::int, ${keptForTypeS(signalType)}) * interval '1 second')
     on conflict (signal_type, webhook_id) do update set expires_at = greatest(webhook_receipts.expires_at, excluded.expires_at)
     returning run_id`);
   return holder!.run_id;

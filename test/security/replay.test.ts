@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { API_KEY, startTestApp, type TestApp } from "../helpers/test-app.ts";
 import { advanceClock, withProcessClockAhead } from "../helpers/clock.ts";
-import { purgeExpiredReceipts } from "../../src/signals/signals.queries.ts";
+import { claimWebhookId, purgeExpiredReceipts } from "../../src/signals/signals.queries.ts";
 import { expectRefusedUnchanged, type Hdrs, nowS, openWaitFor, post, putType, runSignals, signGeneric, signGithub, signShopify, signStandard, snapshot, swSecret, waitStatus } from "./support.ts";
 
 const SW = swSecret(5);
@@ -199,6 +199,61 @@ describe("standard-webhooks: one webhook-id, one run", () => {
         expect(a.status, a.text).toBe(202);
       }
     });
+  });
+});
+
+describe("standard-webhooks: raising a type's tolerance reopens no capture", () => {
+  const raised = { scheme: "standard-webhooks", secrets: [SW], tolerance_s: 3600 };
+  const declare = (name: string, tolerance_s: number) => putType(app, name, { auth: { ...raised, tolerance_s }, buffer_ttl_s: 3600 });
+
+  it("a capture whose receipt was purged under the old tolerance: 401 to another run after the raise", async () => {
+    await declare("sw-raise-old", 60);
+    const [a, b] = [run("raise-old-a"), run("raise-old-b")];
+    const body = '{"ok":true}';
+    const h = signStandard(SW, body, { id: `msg_raise_old_${n}` });
+    expect((await post(app, a, "sw-raise-old", body, h)).status).toBe(202);
+    // 130 s on (the receipt was kept 120 s), the sweep purged it; then the tolerance goes to an hour.
+    await advanceClock(app, 130);
+    await purgeExpiredReceipts(app.deps.db);
+    await withProcessClockAhead(130, async () => {
+      await declare("sw-raise-old", 3600);
+      await expectRefusedUnchanged(app, () => post(app, b, "sw-raise-old", body, h));
+    });
+  });
+
+  it("a capture accepted just before the raise stays claimed for the new window; its sender's copies still verify", async () => {
+    await declare("sw-raise-new", 60);
+    const [a, b] = [run("raise-new-a"), run("raise-new-b")];
+    const waitB = await openWaitFor(app, b, "sw-raise-new");
+    const body = '{"ok":true}';
+    const h = signStandard(SW, body, { id: `msg_raise_new_${n}` });
+    expect((await post(app, a, "sw-raise-new", body, h)).status).toBe(202);
+    await withProcessClockAhead(30, () => declare("sw-raise-new", 3600));
+    // 200 s on: under the old tolerance its receipt would have been purged at 120 s.
+    await advanceClock(app, 200);
+    await purgeExpiredReceipts(app.deps.db);
+    await withProcessClockAhead(230, async () => {
+      await expectRefusedUnchanged(app, () => post(app, b, "sw-raise-new", body, h));
+      expect((await post(app, a, "sw-raise-new", body, h)).body).toMatchObject({ outcome: "duplicate" });
+    });
+    expect(await waitStatus(app, waitB)).toBe("waiting");
+  });
+
+  it("a receipt is kept for the tolerance as declared now, whatever the claiming process had cached", async () => {
+    await declare("sw-raise-cached", 3600);
+    await claimWebhookId(app.deps.db, "sw-raise-cached", "msg_cached", run("cached"), 2 * 60);
+    const [row] = await app.database.sql<{ s: number }[]>`select extract(epoch from expires_at - now())::int as s from signalbox.webhook_receipts where signal_type = 'sw-raise-cached'`;
+    expect(row!.s).toBeGreaterThan(7000);
+  });
+
+  it("the floor is never shown, and lowering the tolerance sets none", async () => {
+    await declare("sw-lower", 3600);
+    await declare("sw-lower", 60);
+    const [row] = await app.database.sql<{ auth: Record<string, unknown> }[]>`select auth from signalbox.signal_types where name = 'sw-lower'`;
+    expect(row!.auth).not.toHaveProperty("replay_floor_s");
+    await declare("sw-lower", 120);
+    const shown = await (await app.api("/signal-types/sw-lower")).text();
+    expect(shown).not.toContain("floor");
   });
 });
 

@@ -32,6 +32,7 @@ export function verifyStandardWebhooks(auth: SignatureAuth, headers: SignatureHe
   if (ts === null) return fail("malformed webhook-timestamp");
   const tsProblem = checkTimestamp(ts, now, auth.tolerance_s);
   if (tsProblem !== null) return fail(tsProblem);
+  if (auth.replay_floor_s !== undefined && ts < auth.replay_floor_s) return fail("timestamp before the tolerance was raised");
 
   const entries = sigH.value.split(" ");
   if (entries.length > MAX_SIGNATURE_ENTRIES) return fail("too many signatures");
