@@ -357,8 +357,8 @@ total time ${((now() - t0) / 1000).toFixed(0)} s`);
       log,
       api,
       intake: async (prefix) => {
-        const opened = await openWaitsFor(prefix);
-        const signalled = await signalEach(opened.runs);
+        const opened = await measured(`waits (open; runs ${prefix}-…)`, () => openWaitsFor(prefix), (r) => r.load.ok);
+        const signalled = await measured(`signals (runs ${prefix}-…)`, () => signalEach(opened.runs), (r) => r.ok);
         return { waitsPerS: rateOf(opened.load), signalsPerS: rateOf(signalled), failed: opened.load.failed + signalled.failed };
       },
       resume: async (prefix) => {
@@ -372,6 +372,8 @@ total time ${((now() - t0) / 1000).toFixed(0)} s`);
       },
     });
     const ok = printScale(result, pgbench.tps, RESUME_RATE);
+    printPhases(phases, server.statements);
+    if (server.statements) printStatements(phases, env.BENCH_STATEMENTS === "nested");
     const logged = service.lines.filter((l) => !isInspectorLine(l)).length;
     if (logged > 0) console.log(`\nnotes:\n  signalbox wrote ${logged} log lines at warn or above`);
     console.log(`\ntotal time ${((now() - t0) / 1000).toFixed(0)} s`);
@@ -622,43 +624,8 @@ total time ${((now() - t0) / 1000).toFixed(0)} s`);
   ];
   console.log("\n== results ==");
   console.log(table(["metric", "value", "vs pgbench tps", "target", "result"], results));
-  console.log("\n== where the time went (CPU seconds per operation; % of all cores over the phase) ==");
-  const ms = (x: number) => (Number.isNaN(x) ? "n/a" : `${(x * 1000).toFixed(2)} ms`);
-  const pct = (x: number) => (Number.isNaN(x) ? "n/a" : `${(x * 100).toFixed(0)}%`);
-  console.log(
-    table(
-      ["phase", "ops", "s", "machine busy", "other procs", "signalbox/op", "postgres/op", "load gen/op", ...(server.statements ? ["stmts/op"] : [])],
-      phases.map((p) => [
-        p.name,
-        String(p.ops),
-        p.seconds.toFixed(1),
-        pct(p.cpu.machineBusy),
-        pct(p.cpu.other),
-        ms(p.cpu.serviceS / p.ops),
-        ms(p.cpu.postgresS / p.ops),
-        ms(p.cpu.benchS / p.ops),
-        ...(server.statements ? [p.statements ? (p.statements.calls / p.ops).toFixed(1) : ""] : []),
-      ]),
-    ),
-  );
-  if (server.statements) {
-    for (const p of phases) {
-      if (!p.statements) continue;
-      console.log(`\n-- ${p.name}: statements per operation (pg_stat_statements, top 12 by calls): calls, ms a call, then per operation rows, shared blocks, WAL bytes`);
-      for (const t of p.statements.top.slice(0, env.BENCH_STATEMENTS === "nested" ? 30 : 12)) {
-        const per = (x: number, digits: number) => (x / p.ops).toFixed(digits).padStart(7);
-        console.log(
-          `  ${per(t.calls, 2)}  ${(t.totalMs / t.calls).toFixed(3).padStart(7)} ms ${per(t.rows, 1)} rows ${per(t.blocks, 1)} blks ${per(t.walBytes, 0)} B  ` +
-            `${t.nested ? "(nested) " : ""}${t.query.slice(0, 150)}`,
-        );
-      }
-      console.log(`  row writes per operation: inserted, updated (of them HOT), deleted`);
-      for (const t of p.statements.tables) {
-        const per = (x: number) => (x / p.ops).toFixed(2).padStart(6);
-        console.log(`  ${t.table.padEnd(36)} ${per(t.inserts)} ins ${per(t.updates)} upd (${per(t.hotUpdates)} HOT) ${per(t.deletes)} del`);
-      }
-    }
-  }
+  printPhases(phases, server.statements);
+  if (server.statements) printStatements(phases, env.BENCH_STATEMENTS === "nested");
   const notes: string[] = [];
   for (const [name, r] of [["plain waits", plainWaits], ["waits", waits], ["signals", signals], ["signals with callback", signalsCb], ["resume", resume]] as const) {
     if (r.failed > 0) notes.push(`${name}:${errorsOf(r)}`);
@@ -681,6 +648,49 @@ total time ${((now() - t0) / 1000).toFixed(0)} s`);
  * database (callbacks may all queue behind the timeouts); gives up when neither moved for
  * TIMER_STALL_MS, or after TIMER_MAX_MS in all. Resolves with how many callbacks are missing.
  */
+/** The CPU each phase took, per operation, and (BENCH_STATEMENTS) the statements it sent. */
+function printPhases(phases: PhaseRecord[], statements: boolean) {
+console.log("\n== where the time went (CPU seconds per operation; % of all cores over the phase) ==");
+const ms = (x: number) => (Number.isNaN(x) ? "n/a" : `${(x * 1000).toFixed(2)} ms`);
+const pct = (x: number) => (Number.isNaN(x) ? "n/a" : `${(x * 100).toFixed(0)}%`);
+console.log(
+  table(
+    ["phase", "ops", "s", "machine busy", "other procs", "signalbox/op", "postgres/op", "load gen/op", ...(statements ? ["stmts/op"] : [])],
+    phases.map((p) => [
+      p.name,
+      String(p.ops),
+      p.seconds.toFixed(1),
+      pct(p.cpu.machineBusy),
+      pct(p.cpu.other),
+      ms(p.cpu.serviceS / p.ops),
+      ms(p.cpu.postgresS / p.ops),
+      ms(p.cpu.benchS / p.ops),
+      ...(statements ? [p.statements ? (p.statements.calls / p.ops).toFixed(1) : ""] : []),
+    ]),
+  ),
+);
+}
+
+/** What each phase sent Postgres (BENCH_STATEMENTS), per operation. */
+function printStatements(phases: PhaseRecord[], nested: boolean) {
+  for (const p of phases) {
+    if (!p.statements) continue;
+    console.log(`\n-- ${p.name}: statements per operation (pg_stat_statements, top 12 by calls): calls, ms a call, then per operation rows, shared blocks, WAL bytes`);
+    for (const t of p.statements.top.slice(0, nested ? 30 : 12)) {
+      const per = (x: number, digits: number) => (x / p.ops).toFixed(digits).padStart(7);
+      console.log(
+        `  ${per(t.calls, 2)}  ${(t.totalMs / t.calls).toFixed(3).padStart(7)} ms ${per(t.rows, 1)} rows ${per(t.blocks, 1)} blks ${per(t.walBytes, 0)} B  ` +
+          `${t.nested ? "(nested) " : ""}${t.query.slice(0, 150)}`,
+      );
+    }
+    console.log(`  row writes per operation: inserted, updated (of them HOT), deleted`);
+    for (const t of p.statements.tables) {
+      const per = (x: number) => (x / p.ops).toFixed(2).padStart(6);
+      console.log(`  ${t.table.padEnd(36)} ${per(t.inserts)} ins ${per(t.updates)} upd (${per(t.hotUpdates)} HOT) ${per(t.deletes)} del`);
+    }
+  }
+}
+
 async function waitForTimers(receiver: CallbackReceiver, ids: string[], url: string): Promise<number> {
   const c = postgres(url, { max: 1, onnotice: () => {} });
   try {
