@@ -46,12 +46,24 @@ const apiKeys = csv.superRefine((keys, ctx) => {
   if (keys.some((k) => /[\s\x00-\x1f\x7f]/.test(k))) ctx.addIssue({ code: "custom", message: "a key contains a space or a control character (keys are comma-separated)" });
 });
 
+/**
+ * The sslmode values a DATABASE_URL may give, read as libpq reads them (src/db/connection-url.ts).
+ * Not `allow` nor `prefer`: they fall back to plain text, which graphile-worker's driver cannot do.
+ */
+const SSL_MODES = ["disable", "require", "verify-ca", "verify-full"];
+
 const ConfigSchema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   DATABASE_URL: z
     .string()
     .url("not a URL: postgres://user:password@host:5432/database expected")
     .refine((v) => !URL.canParse(v) || /^postgres(ql)?:$/.test(new URL(v).protocol), "postgres://user:password@host:5432/database expected")
+    .superRefine((v, ctx) => {
+      const mode = URL.canParse(v) ? new URL(v).searchParams.get("sslmode") : null;
+      if (mode !== null && !SSL_MODES.includes(mode)) {
+        ctx.addIssue({ code: "custom", message: `sslmode=${mode} is not supported: use disable, require (TLS, the certificate not checked), verify-ca or verify-full` });
+      }
+    })
     .optional(),
   SIGNALBOX_DATA_DIR: z.string().min(1).default("./.signalbox"),
   SIGNALBOX_API_KEYS: apiKeys,

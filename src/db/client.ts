@@ -27,6 +27,7 @@ export function openDatabase(url: string, opts: { max: number }): Database {
   const target = postgresJsTarget(url);
   const client = postgres(target.url, {
     path: target.path,
+    ssl: target.ssl,
     max: opts.max,
     // While the database is away, nothing may wait on it for long: a connection attempt gives up
     // after CONNECT_TIMEOUT_S, and a failed one is tried again soon (postgres.js's default backoff

@@ -1,17 +1,79 @@
+import fs from "node:fs";
+import type { ConnectionOptions } from "node:tls";
+
 /**
- * A database URL may name a Unix socket the way libpq and node-postgres (graphile-worker's
- * driver) read it: `?host=/path/to/dir` beside the port, the socket being
- * `<dir>/.s.PGSQL.<port>`. postgres.js takes a socket only as its `path` option (it would send
- * `host` to the server as a setting, which refuses it): these are the options that make the
- * same URL reach the same socket through it.
+ * TLS for one driver: none, or the options of Node's tls.connect. The same for postgres.js
+ * (the API's pool, LISTEN, our migrations) and node-postgres (graphile-worker).
  */
-export function postgresJsTarget(url: string): { url: string; path?: string } {
-  if (!URL.canParse(url)) return { url };
+export type DriverTls = false | ConnectionOptions;
+
+/** The URL's TLS parameters (libpq's, and node-postgres's `ssl`): read here, never passed on. */
+const TLS_PARAMS = ["sslmode", "sslrootcert", "sslcert", "sslkey", "ssl", "uselibpqcompat"];
+
+/**
+ * The TLS a URL asks for, as libpq reads sslmode, sslrootcert, sslcert and sslkey, for both
+ * drivers alike. Left to themselves they disagree: node-postgres checks the certificate for
+ * `require` against Node's own CAs (a managed Postgres whose CA is not among them refused every
+ * start), and postgres.js reads no certificate file (it sent sslrootcert to the server as a
+ * setting) and ignores the CA given.
+ *  - require: encrypted, the certificate not checked; with sslrootcert, as verify-ca;
+ *  - verify-ca: the certificate signed by sslrootcert's CA (Node's CAs without it), any host name;
+ *  - verify-full: that, and the host name; sslrootcert=system: Node's CAs.
+ */
+export function tlsOf(url: string): { url: string; tls: DriverTls } {
+  if (!URL.canParse(url)) return { url, tls: false };
   const u = new URL(url);
+  const params = u.searchParams;
+  const mode = modeOf(params) ?? "disable";
+  const file = (name: string) => {
+    const path = params.get(name);
+    return path && path !== "system" ? fs.readFileSync(path, "utf8") : undefined;
+  };
+  let tls: DriverTls = false;
+  if (mode !== "disable") {
+    const ca = file("sslrootcert");
+    const checked = mode === "verify-full" || mode === "verify-ca" || ca !== undefined || params.get("sslrootcert") === "system";
+    tls = {
+      ...(ca !== undefined ? { ca } : {}),
+      ...(params.has("sslcert") ? { cert: file("sslcert"), key: file("sslkey") } : {}),
+      rejectUnauthorized: checked,
+      // verify-ca (and require with a CA): any name the certificate carries.
+      ...(checked && mode !== "verify-full" && params.get("sslrootcert") !== "system" ? { checkServerIdentity: () => undefined } : {}),
+    };
+  }
+  for (const p of TLS_PARAMS) params.delete(p);
+  return { url: u.toString(), tls };
+}
+
+/** sslmode, or node-postgres's `ssl=true|false` when there is none. */
+function modeOf(params: URLSearchParams): string | undefined {
+  const mode = params.get("sslmode") ?? undefined;
+  if (mode !== undefined) return mode;
+  const ssl = params.get("ssl");
+  if (ssl === null) return undefined;
+  return ssl === "false" || ssl === "0" ? "disable" : "require";
+}
+
+/**
+ * postgres.js's options for a URL. A database URL may name a Unix socket the way libpq and
+ * node-postgres (graphile-worker's driver) read it: `?host=/path/to/dir` beside the port, the
+ * socket being `<dir>/.s.PGSQL.<port>`. postgres.js takes a socket only as its `path` option (it
+ * would send `host` to the server as a setting, which refuses it). TLS: see tlsOf.
+ */
+export function postgresJsTarget(url: string): { url: string; path?: string; ssl: DriverTls } {
+  const { url: plain, tls } = tlsOf(url);
+  if (!URL.canParse(plain)) return { url: plain, ssl: tls };
+  const u = new URL(plain);
   const dir = u.searchParams.get("host");
-  if (!dir?.startsWith("/")) return { url };
+  if (!dir?.startsWith("/")) return { url: plain, ssl: tls };
   u.searchParams.delete("host");
-  return { url: u.toString(), path: `${dir}/.s.PGSQL.${u.port || "5432"}` };
+  return { url: u.toString(), path: `${dir}/.s.PGSQL.${u.port || "5432"}`, ssl: tls };
+}
+
+/** node-postgres's options for a URL (it reads `?host=/dir` itself). TLS: see tlsOf. */
+export function nodePostgresTarget(url: string): { connectionString: string; ssl: DriverTls } {
+  const { url: plain, tls } = tlsOf(url);
+  return { connectionString: plain, ssl: tls };
 }
 
 /** The same database through a Unix socket in `dir` (a server that listens on both). */

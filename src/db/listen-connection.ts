@@ -31,7 +31,7 @@ export class ListenConnection implements Listener {
   constructor(url: string) {
     // Reconnects as soon as the pool's clients do (client.ts): postgres.js's own backoff grows to 20 s.
     const target = postgresJsTarget(url);
-    this.#open = () => postgres(target.url, { path: target.path, max: 1, connect_timeout: CONNECT_TIMEOUT_S, backoff: reconnectDelayS, onnotice: () => {}, connection: { application_name: "signalbox-listen" } });
+    this.#open = () => postgres(target.url, { path: target.path, ssl: target.ssl, max: 1, connect_timeout: CONNECT_TIMEOUT_S, backoff: reconnectDelayS, onnotice: () => {}, connection: { application_name: "signalbox-listen" } });
     this.#sql = this.#open();
   }
 

@@ -1,12 +1,13 @@
 import fs from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
+import pg from "pg";
 import postgres from "postgres";
 import { drizzle } from "drizzle-orm/postgres-js";
 import { migrate } from "drizzle-orm/postgres-js/migrator";
 import { runMigrations } from "graphile-worker";
 import { applyFunctions, readFunctionSources } from "./apply-functions.ts";
-import { postgresJsTarget } from "./connection-url.ts";
+import { nodePostgresTarget, postgresJsTarget } from "./connection-url.ts";
 
 const DB_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../db");
 export const MIGRATIONS_DIR = path.join(DB_DIR, "migrations");
@@ -28,9 +29,17 @@ export async function migrateDatabase(
   /** Called when another process holds the migration lock, before waiting for it (a start behind a stuck migrator must not wait in silence). */
   onWaitingForLock?: () => void,
 ): Promise<{ functions: "applied" | "kept_newer" }> {
-  await runMigrations({ connectionString: url, logger: silentLogger() });
+  const workerPool = new pg.Pool({ ...nodePostgresTarget(url), max: 1 });
+  // An idle client's error would end the process: runMigrations reports the errors that matter.
+  workerPool.on("error", () => {});
+  workerPool.on("connect", (client) => client.on("error", () => {}));
+  try {
+    await runMigrations({ pgPool: workerPool, logger: silentLogger() });
+  } finally {
+    await workerPool.end();
+  }
   const target = postgresJsTarget(url);
-  const client = postgres(target.url, { path: target.path, max: 1, onnotice: () => {} });
+  const client = postgres(target.url, { path: target.path, ssl: target.ssl, max: 1, onnotice: () => {} });
   try {
     const [free] = await client<Array<{ locked: boolean }>>`select pg_try_advisory_lock(hashtext(${LOCK_KEY})) as locked`;
     if (!free?.locked) {

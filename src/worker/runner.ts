@@ -2,6 +2,7 @@ import { EventEmitter } from "node:events";
 import pg from "pg";
 import { run, type Runner, type TaskList, type WorkerEvents } from "graphile-worker";
 import { workerLogger } from "../core/logger.ts";
+import { nodePostgresTarget } from "../db/connection-url.ts";
 import { armDeadlineAlarm } from "../jobs/deadline-alarm.ts";
 import { forgetPool, heartbeat, releaseDeadPools, releasePool, scheduleSweep } from "../jobs/worker-pools.ts";
 import { DeliveryEngine } from "../delivery/delivery-engine.ts";
@@ -158,7 +159,7 @@ interface RunnerOptions extends WorkerOptions {
 async function superviseRunner(deps: TaskDeps, opts: RunnerOptions): Promise<SupervisedRunner & { onRestart?: () => Promise<void> }> {
   const newPool = () => {
     const pgPool = new pg.Pool({
-      connectionString: opts.databaseUrl,
+      ...nodePostgresTarget(opts.databaseUrl),
       max: opts.concurrency + 3,
       application_name: `signalbox-worker-${opts.name}`,
       connectionTimeoutMillis: 2_000, // an unreachable database fails a connect, never hangs it
