@@ -24,25 +24,47 @@ export function tlsOf(url: string): { url: string; tls: DriverTls } {
   if (!URL.canParse(url)) return { url, tls: false };
   const u = new URL(url);
   const params = u.searchParams;
-  const mode = modeOf(params) ?? "disable";
+  const system = param(u, "sslrootcert") === "system";
+  const mode = modeOf(params) ?? (system ? "verify-full" : "disable");
   const file = (name: string) => {
-    const path = params.get(name);
+    const path = param(u, name);
     return path && path !== "system" ? fs.readFileSync(path, "utf8") : undefined;
   };
   let tls: DriverTls = false;
-  if (mode !== "disable") {
+  // libpq uses no TLS on a Unix socket (`?host=/dir`), whatever sslmode says.
+  if (mode !== "disable" && !param(u, "host")?.startsWith("/")) {
     const ca = file("sslrootcert");
-    const checked = mode === "verify-full" || mode === "verify-ca" || ca !== undefined || params.get("sslrootcert") === "system";
+    const checked = mode === "verify-full" || mode === "verify-ca" || ca !== undefined || system;
     tls = {
       ...(ca !== undefined ? { ca } : {}),
       ...(params.has("sslcert") ? { cert: file("sslcert"), key: file("sslkey") } : {}),
       rejectUnauthorized: checked,
       // verify-ca (and require with a CA): any name the certificate carries.
-      ...(checked && mode !== "verify-full" && params.get("sslrootcert") !== "system" ? { checkServerIdentity: () => undefined } : {}),
+      ...(checked && mode !== "verify-full" && !system ? { checkServerIdentity: () => undefined } : {}),
     };
   }
-  for (const p of TLS_PARAMS) params.delete(p);
-  return { url: u.toString(), tls };
+  return { url: withParam(u, TLS_PARAMS).toString(), tls };
+}
+
+/**
+ * A parameter as libpq decodes it: %XX only (URLSearchParams would read `+` as a space, and a
+ * certificate at /etc/ca+bundle.pem would not be found).
+ */
+function param(u: URL, name: string): string | undefined {
+  for (const pair of u.search.slice(1).split("&")) {
+    const at = pair.indexOf("=");
+    const key = at < 0 ? pair : pair.slice(0, at);
+    if (safeDecode(key) === name) return at < 0 ? "" : safeDecode(pair.slice(at + 1));
+  }
+  return undefined;
+}
+
+function safeDecode(s: string): string {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return s;
+  }
 }
 
 /** sslmode, or node-postgres's `ssl=true|false` when there is none. */
@@ -64,21 +86,36 @@ export function postgresJsTarget(url: string): { url: string; path?: string; ssl
   const { url: plain, tls } = tlsOf(url);
   if (!URL.canParse(plain)) return { url: plain, ssl: tls };
   const u = new URL(plain);
-  const dir = u.searchParams.get("host");
+  const dir = param(u, "host");
   if (!dir?.startsWith("/")) return { url: plain, ssl: tls };
-  u.searchParams.delete("host");
-  return { url: u.toString(), path: `${dir}/.s.PGSQL.${u.port || "5432"}`, ssl: tls };
+  return { url: withParam(u, ["host"]).toString(), path: `${dir}/.s.PGSQL.${u.port || "5432"}`, ssl: tls };
 }
 
-/** node-postgres's options for a URL (it reads `?host=/dir` itself). TLS: see tlsOf. */
+/** node-postgres's options for a URL (it reads `?host=/dir` itself, `+` as a space: it gets %2B). TLS: see tlsOf. */
 export function nodePostgresTarget(url: string): { connectionString: string; ssl: DriverTls } {
   const { url: plain, tls } = tlsOf(url);
-  return { connectionString: plain, ssl: tls };
+  if (!URL.canParse(plain)) return { connectionString: plain, ssl: tls };
+  const u = new URL(plain);
+  const host = param(u, "host");
+  return { connectionString: host === undefined ? plain : withParam(u, ["host"], ["host", host]).toString(), ssl: tls };
 }
 
 /** The same database through a Unix socket in `dir` (a server that listens on both). */
 export function overSocket(url: string, dir: string): string {
-  const u = new URL(url);
-  u.searchParams.set("host", dir);
-  return u.toString();
+  return withParam(new URL(url), ["host"], ["host", dir]).toString();
+}
+
+/**
+ * The URL without the parameters named in `drop`, and with `add` (percent-encoded), the others
+ * left as written (URLSearchParams would write them again, form-encoded).
+ */
+function withParam(u: URL, drop: string[], add?: [string, string]): URL {
+  const kept = u.search
+    .slice(1)
+    .split("&")
+    .filter((pair) => pair !== "" && !drop.includes(safeDecode(pair.split("=")[0]!)));
+  if (add) kept.push(`${add[0]}=${encodeURIComponent(add[1])}`);
+  const out = new URL(u);
+  out.search = kept.length > 0 ? `?${kept.join("&")}` : "";
+  return out;
 }

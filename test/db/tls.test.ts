@@ -1,4 +1,6 @@
 import fs from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.ts";
 import { nodePostgresTarget, postgresJsTarget, tlsOf } from "../../src/db/connection-url.ts";
@@ -29,11 +31,27 @@ describe("a URL's TLS parameters", () => {
       // require with a CA: as verify-ca (libpq).
       expect(tlsOf(`${base}?sslmode=require&sslrootcert=${ca}`).tls).toMatchObject({ rejectUnauthorized: true, checkServerIdentity: expect.any(Function) });
       expect(tlsOf(`${base}?sslmode=verify-full&sslrootcert=system`)).toEqual({ url: base, tls: { rejectUnauthorized: true } });
-      expect(postgresJsTarget(`${base}?sslmode=require&host=/run/pg`)).toEqual({ url: base, path: "/run/pg/.s.PGSQL.5432", ssl: { rejectUnauthorized: false } });
       expect(nodePostgresTarget(`${base}?sslmode=require&uselibpqcompat=true`)).toEqual({ connectionString: base, ssl: { rejectUnauthorized: false } });
     } finally {
       await fs.rm(ca, { force: true });
     }
+  });
+
+  it("sslrootcert=system alone is verify-full (libpq 16); a '+' in a path is a '+'; a Unix socket is never TLS (libpq)", async () => {
+    const base = "postgres://u:p@db.example:5432/db";
+    expect(() => loadConfig({ DATABASE_URL: `${base}?sslrootcert=system` })).not.toThrow();
+    expect(tlsOf(`${base}?sslrootcert=system`).tls).toEqual({ rejectUnauthorized: true });
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), "signalbox-tls-unit-"));
+    try {
+      const ca = path.join(dir, "ca+bundle.pem");
+      await fs.writeFile(ca, "-----BEGIN CERTIFICATE-----\nplus\n-----END CERTIFICATE-----\n");
+      expect(tlsOf(`${base}?sslmode=verify-full&sslrootcert=${ca}`).tls).toMatchObject({ ca: expect.stringContaining("plus") });
+      expect(tlsOf(`${base}?sslmode=verify-full&sslrootcert=${encodeURIComponent(ca)}`).tls).toMatchObject({ ca: expect.stringContaining("plus") });
+    } finally {
+      await fs.rm(dir, { recursive: true, force: true });
+    }
+    expect(postgresJsTarget(`${base}?host=/run/a+b&sslmode=require`)).toEqual({ url: base, path: "/run/a+b/.s.PGSQL.5432", ssl: false });
+    expect(nodePostgresTarget(`${base}?host=/run/pg&sslmode=verify-full`)).toEqual({ connectionString: `${base}?host=%2Frun%2Fpg`, ssl: false });
   });
 
   it("sslmode=prefer or allow (plain text when the server has no TLS) stops the start and says why", () => {

@@ -246,14 +246,39 @@ describe("standard-webhooks: raising a type's tolerance reopens no capture", () 
     expect(row!.s).toBeGreaterThan(7000);
   });
 
-  it("the floor is never shown, and lowering the tolerance sets none", async () => {
-    await declare("sw-lower", 3600);
-    await declare("sw-lower", 60);
-    const [row] = await app.database.sql<{ auth: Record<string, unknown> }[]>`select auth from signalbox.signal_types where name = 'sw-lower'`;
-    expect(row!.auth).not.toHaveProperty("replay_floor_s");
-    await declare("sw-lower", 120);
-    const shown = await (await app.api("/signal-types/sw-lower")).text();
+  it.each([
+    ["moved to another scheme and back", async (name: string) => {
+      await putType(app, name, { auth: { scheme: "stripe", secrets: ["whsec_stripe"], tolerance_s: 3600, replay_across_runs: true }, buffer_ttl_s: 3600 });
+      await declare(name, 3600);
+    }],
+    ["deleted and declared again", async (name: string) => {
+      expect((await app.api(`/signal-types/${name}`, { method: "DELETE" })).status).toBeLessThan(300);
+      await declare(name, 3600);
+    }],
+  ])("a capture whose receipt was purged: 401 to another run once the type is %s with a wider tolerance", async (_how, redeclare) => {
+    const name = `sw-again-${n}`;
+    await declare(name, 60);
+    const [a, b] = [run("again-a"), run("again-b")];
+    const body = '{"ok":true}';
+    const h = signStandard(SW, body, { id: `msg_again_${n}` });
+    expect((await post(app, a, name, body, h)).status).toBe(202);
+    await advanceClock(app, 130);
+    await purgeExpiredReceipts(app.deps.db);
+    await withProcessClockAhead(130, async () => {
+      await redeclare(name);
+      await expectRefusedUnchanged(app, () => post(app, b, name, body, h));
+    });
+  });
+
+  it("the floor is kept in the declaration, never shown", async () => {
+    await declare("sw-shown", 60);
+    await declare("sw-shown", 3600);
+    const [row] = await app.database.sql<{ auth: Record<string, unknown> }[]>`select auth from signalbox.signal_types where name = 'sw-shown'`;
+    expect(row!.auth).toHaveProperty("replay_floor_s");
+    const shown = await (await app.api("/signal-types/sw-shown")).text();
     expect(shown).not.toContain("floor");
+    const listed = await (await app.api("/signal-types")).text();
+    expect(listed).not.toContain("floor");
   });
 });
 
