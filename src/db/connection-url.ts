@@ -91,13 +91,18 @@ export function postgresJsTarget(url: string): { url: string; path?: string; ssl
   return { url: withParam(u, ["host"]).toString(), path: `${dir}/.s.PGSQL.${u.port || "5432"}`, ssl: tls };
 }
 
-/** node-postgres's options for a URL (it reads `?host=/dir` itself, `+` as a space: it gets %2B). TLS: see tlsOf. */
+/**
+ * node-postgres's options for a URL (it reads `?host=/dir` itself, `+` as a space: it gets %2B).
+ * TLS: see tlsOf. Without `sslnegotiation` (PostgreSQL 17's direct TLS, which postgres.js
+ * speaks): node-postgres would read it as `ssl=true`, checked against Node's CAs whatever sslmode
+ * says, and negotiates TLS the usual way, which every server accepts.
+ */
 export function nodePostgresTarget(url: string): { connectionString: string; ssl: DriverTls } {
   const { url: plain, tls } = tlsOf(url);
   if (!URL.canParse(plain)) return { connectionString: plain, ssl: tls };
   const u = new URL(plain);
   const host = param(u, "host");
-  return { connectionString: host === undefined ? plain : withParam(u, ["host"], ["host", host]).toString(), ssl: tls };
+  return { connectionString: withParam(u, ["host", "sslnegotiation"], host === undefined ? undefined : ["host", host]).toString(), ssl: tls };
 }
 
 /** The same database through a Unix socket in `dir` (a server that listens on both). */

@@ -32,6 +32,9 @@ describe("a URL's TLS parameters", () => {
       expect(tlsOf(`${base}?sslmode=require&sslrootcert=${ca}`).tls).toMatchObject({ rejectUnauthorized: true, checkServerIdentity: expect.any(Function) });
       expect(tlsOf(`${base}?sslmode=verify-full&sslrootcert=system`)).toEqual({ url: base, tls: { rejectUnauthorized: true } });
       expect(nodePostgresTarget(`${base}?sslmode=require&uselibpqcompat=true`)).toEqual({ connectionString: base, ssl: { rejectUnauthorized: false } });
+      // PostgreSQL 17's direct TLS: postgres.js speaks it; node-postgres would read it as ssl=true (checked against Node's CAs).
+      expect(postgresJsTarget(`${base}?sslmode=require&sslnegotiation=direct`)).toEqual({ url: `${base}?sslnegotiation=direct`, ssl: { rejectUnauthorized: false } });
+      expect(nodePostgresTarget(`${base}?sslmode=require&sslnegotiation=direct`)).toEqual({ connectionString: base, ssl: { rejectUnauthorized: false } });
     } finally {
       await fs.rm(ca, { force: true });
     }
