@@ -157,9 +157,11 @@ interface RunnerOptions extends WorkerOptions {
  * backoff, until the database answers again.
  */
 async function superviseRunner(deps: TaskDeps, opts: RunnerOptions): Promise<SupervisedRunner & { onRestart?: () => Promise<void> }> {
+  // Certificate files are read once, here: a pool built again later never fails on them.
+  const target = nodePostgresTarget(opts.databaseUrl);
   const newPool = () => {
     const pgPool = new pg.Pool({
-      ...nodePostgresTarget(opts.databaseUrl),
+      ...target,
       max: opts.concurrency + 3,
       application_name: `signalbox-worker-${opts.name}`,
       connectionTimeoutMillis: 2_000, // an unreachable database fails a connect, never hangs it
