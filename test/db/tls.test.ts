@@ -101,6 +101,24 @@ describe("signalbox on a Postgres over TLS whose CA is its own", () => {
     await waitFor("its backends gone", async () => (await backends()).length, { until: (n) => n === 0, timeoutMs: 20_000 });
   }, 90_000);
 
+  it("after Postgres restarts (a crash), every connection comes back on TLS and a wait still times out", async () => {
+    const svc = await spawnService(onDatabase(tlsUrl(pg, { sslmode: "verify-full", sslrootcert: caFile }), { LOG_LEVEL: "warn" }));
+    services.push(svc);
+    await answers200(svc, "/readyz", 60_000);
+    expect((await svc.api("/signal-types/tls-restart", { method: "PUT", json: { auth: { scheme: "none" } } })).status).toBeLessThan(300);
+    await pg.restart("immediate");
+    await answers200(svc, "/readyz", 60_000);
+    const opened = await svc.api("/runs/tls-restart/waits", { method: "POST", json: { signal: "tls-restart", timeout_s: 1 } });
+    expect(opened.status).toBe(201);
+    const waitId = ((await opened.json()) as { id: string }).id;
+    await waitFor("the wait timed out", async () => ((await (await svc.api(`/waits/${waitId}`)).json()) as { status: string }).status, { until: (s) => s === "timed_out", timeoutMs: 30_000 });
+    const seen = await backends();
+    expect(new Set(seen.map((b) => b.name))).toEqual(new Set(["signalbox", "signalbox-listen", "signalbox-worker-timers", "signalbox-worker-deliveries"]));
+    expect(seen.filter((b) => !b.ssl)).toEqual([]);
+    svc.child.kill("SIGKILL");
+    await waitFor("its backends gone", async () => (await backends()).length, { until: (n) => n === 0, timeoutMs: 20_000 });
+  }, 120_000);
+
   it("verify-full against a name the certificate does not carry: refused (no connection made in the clear)", async () => {
     const u = new URL(tlsUrl(pg, { sslmode: "verify-full", sslrootcert: caFile }));
     u.hostname = "127.0.0.1";
