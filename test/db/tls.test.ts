@@ -82,41 +82,40 @@ describe("signalbox on a Postgres over TLS whose CA is its own", () => {
     select a.application_name as name, coalesce(s.ssl, false) as ssl
     from pg_stat_activity a left join pg_stat_ssl s using (pid) where a.application_name like 'signalbox%'`;
 
+  /** signalbox on the TLS Postgres through a URL with `params`, ready, with type `signal` (scheme none). */
+  async function startOnTls(params: Record<string, string>, signal: string): Promise<ServiceProcess> {
+    const svc = await spawnService(onDatabase(tlsUrl(pg, params), { LOG_LEVEL: "warn" }));
+    services.push(svc);
+    await answers200(svc, "/readyz", 60_000);
+    expect((await svc.api(`/signal-types/${signal}`, { method: "PUT", json: { auth: { scheme: "none" } } })).status).toBeLessThan(300);
+    return svc;
+  }
+
+  /** A wait times out through the job runner; every backend of the service is on TLS; then it is killed and its backends gone. */
+  async function expectTimeoutOverTls(svc: ServiceProcess, signal: string, timeoutMs: number): Promise<void> {
+    const opened = await svc.api(`/runs/${signal}-run/waits`, { method: "POST", json: { signal, timeout_s: 1 } });
+    expect(opened.status).toBe(201);
+    const waitId = ((await opened.json()) as { id: string }).id;
+    await waitFor("the wait timed out", async () => ((await (await svc.api(`/waits/${waitId}`)).json()) as { status: string }).status, { until: (s) => s === "timed_out", timeoutMs });
+    const seen = await backends();
+    expect(new Set(seen.map((b) => b.name))).toEqual(new Set(["signalbox", "signalbox-listen", "signalbox-worker-timers", "signalbox-worker-deliveries"]));
+    expect(seen.filter((b) => !b.ssl)).toEqual([]);
+    svc.child.kill("SIGKILL");
+    await waitFor("its backends gone", async () => (await backends()).length, { until: (n) => n === 0, timeoutMs: 20_000 });
+  }
+
   it.each([
     ["require (encrypted, the certificate not checked)", () => ({ sslmode: "require" })],
     ["verify-full with sslrootcert", () => ({ sslmode: "verify-full", sslrootcert: caFile })],
   ])("%s: ready, every connection on TLS, and a wait times out through the job runner", async (_name, params) => {
-    const svc = await spawnService(onDatabase(tlsUrl(pg, params()), { LOG_LEVEL: "warn" }));
-    services.push(svc);
-    await answers200(svc, "/readyz", 60_000);
-    expect((await svc.api("/signal-types/tls", { method: "PUT", json: { auth: { scheme: "none" } } })).status).toBeLessThan(300);
-    const opened = await svc.api("/runs/tls-run/waits", { method: "POST", json: { signal: "tls", timeout_s: 1 } });
-    expect(opened.status).toBe(201);
-    const waitId = ((await opened.json()) as { id: string }).id;
-    await waitFor("the wait timed out", async () => ((await (await svc.api(`/waits/${waitId}`)).json()) as { status: string }).status, { until: (s) => s === "timed_out", timeoutMs: 20_000 });
-    const seen = await backends();
-    expect(new Set(seen.map((b) => b.name))).toEqual(new Set(["signalbox", "signalbox-listen", "signalbox-worker-timers", "signalbox-worker-deliveries"]));
-    expect(seen.filter((b) => !b.ssl)).toEqual([]);
-    svc.child.kill("SIGKILL");
-    await waitFor("its backends gone", async () => (await backends()).length, { until: (n) => n === 0, timeoutMs: 20_000 });
+    await expectTimeoutOverTls(await startOnTls(params(), "tls"), "tls", 20_000);
   }, 90_000);
 
   it("after Postgres restarts (a crash), every connection comes back on TLS and a wait still times out", async () => {
-    const svc = await spawnService(onDatabase(tlsUrl(pg, { sslmode: "verify-full", sslrootcert: caFile }), { LOG_LEVEL: "warn" }));
-    services.push(svc);
-    await answers200(svc, "/readyz", 60_000);
-    expect((await svc.api("/signal-types/tls-restart", { method: "PUT", json: { auth: { scheme: "none" } } })).status).toBeLessThan(300);
+    const svc = await startOnTls({ sslmode: "verify-full", sslrootcert: caFile }, "tls-restart");
     await pg.restart("immediate");
     await answers200(svc, "/readyz", 60_000);
-    const opened = await svc.api("/runs/tls-restart/waits", { method: "POST", json: { signal: "tls-restart", timeout_s: 1 } });
-    expect(opened.status).toBe(201);
-    const waitId = ((await opened.json()) as { id: string }).id;
-    await waitFor("the wait timed out", async () => ((await (await svc.api(`/waits/${waitId}`)).json()) as { status: string }).status, { until: (s) => s === "timed_out", timeoutMs: 30_000 });
-    const seen = await backends();
-    expect(new Set(seen.map((b) => b.name))).toEqual(new Set(["signalbox", "signalbox-listen", "signalbox-worker-timers", "signalbox-worker-deliveries"]));
-    expect(seen.filter((b) => !b.ssl)).toEqual([]);
-    svc.child.kill("SIGKILL");
-    await waitFor("its backends gone", async () => (await backends()).length, { until: (n) => n === 0, timeoutMs: 20_000 });
+    await expectTimeoutOverTls(svc, "tls-restart", 30_000);
   }, 120_000);
 
   it("verify-full against a name the certificate does not carry: refused (no connection made in the clear)", async () => {
