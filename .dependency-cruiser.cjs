@@ -8,7 +8,7 @@ const notRouter = "(?!.*[.]router[.]ts$)";
 
 /** Floors, bottom to top. Each entry: a name and the paths (regexes from the repo root) on it. */
 const floors = [
-  { name: "config", paths: ["^src/config[.]ts$"] },
+  { name: "config", paths: ["^src/config[.]ts$", "^src/config-database-url[.]ts$"] },
   { name: "core", paths: ["^src/core/"] },
   { name: "http helpers", paths: [`^src/http/${notRouter}`] },
   { name: "db", paths: ["^src/db/"] },

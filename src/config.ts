@@ -1,5 +1,6 @@
 import { isIP } from "node:net";
 import { z } from "zod";
+import { refusedParams } from "./config-database-url.ts";
 
 /** Every environment variable signalbox reads, parsed once. `main.ts` is the only caller with `process.env`. */
 const csv = z
@@ -46,23 +47,15 @@ const apiKeys = csv.superRefine((keys, ctx) => {
   if (keys.some((k) => /[\s\x00-\x1f\x7f]/.test(k))) ctx.addIssue({ code: "custom", message: "a key contains a space or a control character (keys are comma-separated)" });
 });
 
-/**
- * The sslmode values a DATABASE_URL may give, read as libpq reads them (src/db/connection-url.ts).
- * Not `allow` nor `prefer`: they fall back to plain text, which graphile-worker's driver cannot do.
- */
-const SSL_MODES = ["disable", "require", "verify-ca", "verify-full"];
-
 const ConfigSchema = z.object({
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),
   DATABASE_URL: z
     .string()
     .url("not a URL: postgres://user:password@host:5432/database expected")
     .refine((v) => !URL.canParse(v) || /^postgres(ql)?:$/.test(new URL(v).protocol), "postgres://user:password@host:5432/database expected")
+    // A libpq parameter neither driver can honour (src/config-database-url.ts) stops the start here.
     .superRefine((v, ctx) => {
-      const mode = URL.canParse(v) ? new URL(v).searchParams.get("sslmode") : null;
-      if (mode !== null && !SSL_MODES.includes(mode)) {
-        ctx.addIssue({ code: "custom", message: `sslmode=${mode} is not supported: use disable, require (TLS, the certificate not checked), verify-ca or verify-full` });
-      }
+      for (const message of refusedParams(v)) ctx.addIssue({ code: "custom", message });
     })
     .optional(),
   SIGNALBOX_DATA_DIR: z.string().min(1).default("./.signalbox"),

@@ -1,5 +1,6 @@
 import fs from "node:fs";
 import type { ConnectionOptions } from "node:tls";
+import { DROPPED_PARAMS, safeDecode, urlParam, type TLS_VERSIONS } from "../config-database-url.ts";
 
 /**
  * TLS for one driver: none, or the options of Node's tls.connect. The same for postgres.js
@@ -7,8 +8,16 @@ import type { ConnectionOptions } from "node:tls";
  */
 export type DriverTls = false | ConnectionOptions;
 
-/** The URL's TLS parameters (libpq's, and node-postgres's `ssl`): read here, never passed on. */
-const TLS_PARAMS = ["sslmode", "sslrootcert", "sslcert", "sslkey", "ssl", "uselibpqcompat"];
+/**
+ * Parameters read here and never passed on: the TLS ones (libpq's, and node-postgres's `ssl`),
+ * and those neither driver may be given (src/config-database-url.ts): postgres.js would send them
+ * to the server as settings, which refuses them.
+ */
+const CLIENT_PARAMS = [
+  "sslmode", "requiressl", "sslrootcert", "sslcert", "sslkey", "sslpassword", "sslcertmode", "sslcrl", "sslcrldir",
+  "ssl_min_protocol_version", "ssl_max_protocol_version", "ssl", "uselibpqcompat", "channel_binding", "gssencmode",
+  ...DROPPED_PARAMS,
+];
 
 /**
  * The TLS a URL asks for, as libpq reads sslmode, sslrootcert, sslcert and sslkey, for both
@@ -19,60 +28,60 @@ const TLS_PARAMS = ["sslmode", "sslrootcert", "sslcert", "sslkey", "ssl", "useli
  *  - require: encrypted, the certificate not checked; with sslrootcert, as verify-ca;
  *  - verify-ca: the certificate signed by sslrootcert's CA (Node's CAs without it), any host name;
  *  - verify-full: that, and the host name; sslrootcert=system: Node's CAs.
+ * And as libpq: sslpassword unlocks sslkey, sslcertmode=disable sends no client certificate,
+ * sslcrl / sslcrldir revoke certificates, ssl_min/max_protocol_version bound the TLS version.
  */
 export function tlsOf(url: string): { url: string; tls: DriverTls } {
   if (!URL.canParse(url)) return { url, tls: false };
   const u = new URL(url);
-  const params = u.searchParams;
-  const system = param(u, "sslrootcert") === "system";
-  const mode = modeOf(params) ?? (system ? "verify-full" : "disable");
+  const system = urlParam(u, "sslrootcert") === "system";
+  const mode = modeOf(u) ?? (system ? "verify-full" : "disable");
   const file = (name: string) => {
-    const path = param(u, name);
+    const path = urlParam(u, name);
     return path && path !== "system" ? fs.readFileSync(path, "utf8") : undefined;
   };
   let tls: DriverTls = false;
   // libpq uses no TLS on a Unix socket (`?host=/dir`), whatever sslmode says.
-  if (mode !== "disable" && !param(u, "host")?.startsWith("/")) {
+  if (mode !== "disable" && !urlParam(u, "host")?.startsWith("/")) {
     const ca = file("sslrootcert");
     const checked = mode === "verify-full" || mode === "verify-ca" || ca !== undefined || system;
+    const clientCert = urlParam(u, "sslcert") !== undefined && urlParam(u, "sslcertmode") !== "disable";
+    const crl = [...(urlParam(u, "sslcrl") ? [file("sslcrl")!] : []), ...crlDirectory(urlParam(u, "sslcrldir"))];
+    const version = (name: string) => urlParam(u, name) as (typeof TLS_VERSIONS)[number] | undefined;
+    const [minVersion, maxVersion] = [version("ssl_min_protocol_version"), version("ssl_max_protocol_version")];
     tls = {
       ...(ca !== undefined ? { ca } : {}),
-      ...(params.has("sslcert") ? { cert: file("sslcert"), key: file("sslkey") } : {}),
+      ...(clientCert ? { cert: file("sslcert"), key: file("sslkey"), passphrase: urlParam(u, "sslpassword") } : {}),
+      ...(crl.length > 0 ? { crl } : {}),
+      ...(minVersion ? { minVersion } : {}),
+      ...(maxVersion ? { maxVersion } : {}),
       rejectUnauthorized: checked,
       // verify-ca (and require with a CA): any name the certificate carries.
       ...(checked && mode !== "verify-full" && !system ? { checkServerIdentity: () => undefined } : {}),
     };
   }
-  return { url: withParam(u, TLS_PARAMS).toString(), tls };
+  let plain = withParam(u, CLIENT_PARAMS);
+  // `any` is libpq's default; postgres.js refuses the word.
+  if (urlParam(plain, "target_session_attrs") === "any") plain = withParam(plain, ["target_session_attrs"]);
+  return { url: plain.toString(), tls };
 }
 
-/**
- * A parameter as libpq decodes it: %XX only (URLSearchParams would read `+` as a space, and a
- * certificate at /etc/ca+bundle.pem would not be found).
- */
-function param(u: URL, name: string): string | undefined {
-  for (const pair of u.search.slice(1).split("&")) {
-    const at = pair.indexOf("=");
-    const key = at < 0 ? pair : pair.slice(0, at);
-    if (safeDecode(key) === name) return at < 0 ? "" : safeDecode(pair.slice(at + 1));
-  }
-  return undefined;
+/** Every file in an sslcrldir (libpq's hashed directory: a CRL in each). */
+function crlDirectory(dir: string | undefined): string[] {
+  if (!dir) return [];
+  return fs
+    .readdirSync(dir, { withFileTypes: true })
+    .filter((e) => e.isFile())
+    .map((e) => fs.readFileSync(`${dir}/${e.name}`, "utf8"));
 }
 
-function safeDecode(s: string): string {
-  try {
-    return decodeURIComponent(s);
-  } catch {
-    return s;
-  }
-}
-
-/** sslmode, or node-postgres's `ssl=true|false` when there is none. */
-function modeOf(params: URLSearchParams): string | undefined {
-  const mode = params.get("sslmode") ?? undefined;
+/** sslmode; or, when there is none, libpq's older requiressl=1 or node-postgres's `ssl=true|false`. */
+function modeOf(u: URL): string | undefined {
+  const mode = urlParam(u, "sslmode");
   if (mode !== undefined) return mode;
-  const ssl = params.get("ssl");
-  if (ssl === null) return undefined;
+  if (urlParam(u, "requiressl") === "1") return "require";
+  const ssl = urlParam(u, "ssl");
+  if (ssl === undefined) return undefined;
   return ssl === "false" || ssl === "0" ? "disable" : "require";
 }
 
@@ -86,7 +95,7 @@ export function postgresJsTarget(url: string): { url: string; path?: string; ssl
   const { url: plain, tls } = tlsOf(url);
   if (!URL.canParse(plain)) return { url: plain, ssl: tls };
   const u = new URL(plain);
-  const dir = param(u, "host");
+  const dir = urlParam(u, "host");
   if (!dir?.startsWith("/")) return { url: plain, ssl: tls };
   return { url: withParam(u, ["host"]).toString(), path: `${dir}/.s.PGSQL.${u.port || "5432"}`, ssl: tls };
 }
@@ -101,7 +110,7 @@ export function nodePostgresTarget(url: string): { connectionString: string; ssl
   const { url: plain, tls } = tlsOf(url);
   if (!URL.canParse(plain)) return { connectionString: plain, ssl: tls };
   const u = new URL(plain);
-  const host = param(u, "host");
+  const host = urlParam(u, "host");
   return { connectionString: withParam(u, ["host", "sslnegotiation"], host === undefined ? undefined : ["host", host]).toString(), ssl: tls };
 }
 

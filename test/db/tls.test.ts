@@ -6,7 +6,7 @@ import { loadConfig } from "../../src/config.ts";
 import { nodePostgresTarget, postgresJsTarget, tlsOf } from "../../src/db/connection-url.ts";
 import { startPrivatePostgres, type PrivatePostgres } from "../helpers/private-postgres.ts";
 import { answers200, onDatabase, spawnService, type ServiceProcess } from "../helpers/service-process.ts";
-import { enableTls, tlsUrl } from "../helpers/tls-postgres.ts";
+import { enableTls, revocationList, tlsUrl } from "../helpers/tls-postgres.ts";
 import { waitFor } from "../helpers/wait-for.ts";
 
 // TLS to Postgres as libpq reads a URL (sslmode, sslrootcert), the same for every connection
@@ -62,15 +62,78 @@ describe("a URL's TLS parameters", () => {
       expect(() => loadConfig({ DATABASE_URL: `postgres://u@db.example/db?sslmode=${mode}` })).toThrow(`sslmode=${mode} is not supported`);
     }
   });
+
+  // A managed provider's URL carries more of libpq's parameters (Neon's: channel_binding), and
+  // postgres.js sent each one it does not know to the server as a setting: every start failed on
+  // "unrecognized configuration parameter".
+  it("libpq's client-side knobs are accepted and passed to neither driver; a guarantee neither driver can give stops the start and says why", () => {
+    const base = "postgres://u:p@db.example:5432/db";
+    const knobs = [
+      "channel_binding=prefer", "channel_binding=disable", "gssencmode=prefer", "gssencmode=disable", "keepalives=1", "keepalives_idle=30",
+      "keepalives_interval=5", "keepalives_count=3", "fallback_application_name=x", "sslcompression=0", "sslsni=1", "sslkeylogfile=/tmp/k",
+      "krbsrvname=postgres", "gsslib=gssapi", "gssdelegation=0", "load_balance_hosts=disable", "target_session_attrs=any", "requiressl=0",
+      "sslcertmode=allow", "passfile=/home/u/.pgpass",
+    ];
+    for (const knob of knobs) {
+      expect(() => loadConfig({ DATABASE_URL: `${base}?${knob}` }), knob).not.toThrow();
+      expect(postgresJsTarget(`${base}?${knob}&application_name=x`), knob).toEqual({ url: `${base}?application_name=x`, ssl: false });
+      expect(nodePostgresTarget(`${base}?${knob}`), knob).toEqual({ connectionString: base, ssl: false });
+    }
+    // Those postgres.js knows stay: they are its options, or settings the server has.
+    expect(postgresJsTarget(`${base}?connect_timeout=10&target_session_attrs=read-write&options=-c%20statement_timeout%3D5000`).url).toBe(
+      `${base}?connect_timeout=10&target_session_attrs=read-write&options=-c%20statement_timeout%3D5000`,
+    );
+    const refused = [
+      ["channel_binding=require", "cannot bind SCRAM to TLS"],
+      ["gssencmode=require", "GSSAPI encryption"],
+      ["sslcertmode=require", "cannot be checked"],
+      ["ssl_min_protocol_version=TLSv1.4", "use one of TLSv1, TLSv1.1, TLSv1.2, TLSv1.3"],
+      ["target_session_attrs=whatever", "use any, read-write"],
+      ["require_auth=scram-sha-256", "cannot be limited"],
+      ["requirepeer=postgres", "cannot be checked"],
+      ["service=prod", "pg_service.conf is not read"],
+      ["hostaddr=10.0.0.1", "the URL's host"],
+    ];
+    for (const [param, why] of refused) {
+      expect(() => loadConfig({ DATABASE_URL: `${base}?${param}` }), param).toThrow(`DATABASE_URL: ${param} is not supported: `);
+      expect(() => loadConfig({ DATABASE_URL: `${base}?${param}` }), param).toThrow(why);
+    }
+    // A password file is libpq's only when the URL has no password.
+    expect(() => loadConfig({ DATABASE_URL: "postgres://u@db.example/db?passfile=/home/u/.pgpass" })).toThrow("passfile=/home/u/.pgpass is not supported: a password file is not read");
+  });
+
+  it("libpq's other TLS parameters: requiressl=1, sslpassword, sslcertmode=disable, sslcrl, sslcrldir, ssl_min/max_protocol_version", async () => {
+    const base = "postgres://u:p@db.example:5432/db";
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), "signalbox-tls-unit-"));
+    try {
+      const f = (name: string) => path.join(dir, name);
+      for (const name of ["cert.pem", "key.pem", "one.crl"]) await fs.writeFile(f(name), `${name}\n`);
+      await fs.mkdir(f("crls"));
+      for (const name of ["a.r0", "b.r0"]) await fs.writeFile(f(`crls/${name}`), `${name}\n`);
+      expect(tlsOf(`${base}?requiressl=1`)).toEqual({ url: base, tls: { rejectUnauthorized: false } });
+      expect(tlsOf(`${base}?requiressl=1&sslmode=disable`)).toEqual({ url: base, tls: false });
+      const client = `sslmode=require&sslcert=${f("cert.pem")}&sslkey=${f("key.pem")}&sslpassword=s3cret`;
+      expect(tlsOf(`${base}?${client}`)).toEqual({ url: base, tls: { cert: "cert.pem\n", key: "key.pem\n", passphrase: "s3cret", rejectUnauthorized: false } });
+      expect(tlsOf(`${base}?${client}&sslcertmode=disable`)).toEqual({ url: base, tls: { rejectUnauthorized: false } });
+      const revoked = tlsOf(`${base}?sslmode=verify-full&sslcrl=${f("one.crl")}&sslcrldir=${f("crls")}&ssl_min_protocol_version=TLSv1.2&ssl_max_protocol_version=TLSv1.3`);
+      expect(revoked.url).toBe(base);
+      expect(revoked.tls).toMatchObject({ minVersion: "TLSv1.2", maxVersion: "TLSv1.3", rejectUnauthorized: true });
+      expect(new Set((revoked.tls as { crl: string[] }).crl)).toEqual(new Set(["one.crl\n", "a.r0\n", "b.r0\n"]));
+    } finally {
+      await fs.rm(dir, { recursive: true, force: true });
+    }
+  });
 });
 
 describe("signalbox on a Postgres over TLS whose CA is its own", () => {
   let pg: PrivatePostgres;
   let caFile: string;
+  let tls: { caFile: string; dir: string };
   const services: ServiceProcess[] = [];
   beforeAll(async () => {
     pg = await startPrivatePostgres("tls");
-    caFile = (await enableTls(pg)).caFile;
+    tls = await enableTls(pg);
+    caFile = tls.caFile;
   }, 120_000);
   afterAll(async () => {
     for (const s of services) if (s.alive()) s.child.kill("SIGKILL");
@@ -127,4 +190,28 @@ describe("signalbox on a Postgres over TLS whose CA is its own", () => {
     expect(svc.output()).toContain("does not match certificate");
     expect(await backends()).toEqual([]);
   }, 60_000);
+
+  it("a provider's URL with libpq's other parameters (Neon's channel_binding, keepalives...): ready, and every connection on the TLS version it bounds", async () => {
+    const params = {
+      sslmode: "verify-full", sslrootcert: caFile, channel_binding: "prefer", keepalives: "1", keepalives_idle: "30", connect_timeout: "10",
+      target_session_attrs: "any", gssencmode: "disable", sslsni: "1", fallback_application_name: "x", ssl_max_protocol_version: "TLSv1.2",
+    };
+    const svc = await startOnTls(params, "tls-params");
+    const versions = await pg.admin<Array<{ version: string }>>`
+      select s.version from pg_stat_activity a join pg_stat_ssl s using (pid) where a.application_name like 'signalbox%'`;
+    expect(versions.length).toBeGreaterThanOrEqual(4);
+    expect(new Set(versions.map((v) => v.version))).toEqual(new Set(["TLSv1.2"])); // TLSv1.3 when not bounded
+    await expectTimeoutOverTls(svc, "tls-params", 20_000);
+  }, 90_000);
+
+  it("sslcrl: a list that revokes the server's certificate refuses it; one that does not, does not", async () => {
+    const svc = await startOnTls({ sslmode: "verify-full", sslrootcert: caFile, sslcrl: await revocationList(tls, false) }, "tls-crl");
+    svc.child.kill("SIGKILL");
+    await waitFor("its backends gone", async () => (await backends()).length, { until: (n) => n === 0, timeoutMs: 20_000 });
+    const revoked = await spawnService(onDatabase(tlsUrl(pg, { sslmode: "verify-full", sslrootcert: caFile, sslcrl: await revocationList(tls, true) }), { LOG_LEVEL: "warn" }));
+    services.push(revoked);
+    await waitFor("the certificate refused", () => !revoked.alive() || revoked.output().includes("certificate revoked"), { timeoutMs: 30_000 });
+    expect(revoked.output()).toContain("certificate revoked");
+    expect(await backends()).toEqual([]);
+  }, 90_000);
 });

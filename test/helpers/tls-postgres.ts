@@ -12,7 +12,7 @@ const run = promisify(execFile);
  * name `localhost` signed by a CA of the test's own (openssl): as a managed Postgres whose CA is
  * not among Node's. Returns the CA's file, for `sslrootcert`.
  */
-export async function enableTls(pg: PrivatePostgres): Promise<{ caFile: string }> {
+export async function enableTls(pg: PrivatePostgres): Promise<{ caFile: string; dir: string }> {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), "signalbox-tls-"));
   await fs.chmod(dir, 0o755);
   const f = (name: string) => path.join(dir, name);
@@ -31,7 +31,7 @@ export async function enableTls(pg: PrivatePostgres): Promise<{ caFile: string }
   await pg.admin.unsafe("alter system set ssl = on");
   await pg.admin`select pg_reload_conf()`;
   await new Promise((r) => setTimeout(r, 300)); // the postmaster reads it on SIGHUP, soon after
-  return { caFile: f("ca.pem") };
+  return { caFile: f("ca.pem"), dir };
 }
 
 /** The private Postgres's URL with `params` (sslmode, sslrootcert) and host `localhost` (the certificate's name). */
@@ -40,4 +40,20 @@ export function tlsUrl(pg: PrivatePostgres, params: Record<string, string>): str
   u.hostname = "localhost";
   for (const [k, v] of Object.entries(params)) u.searchParams.set(k, v);
   return u.toString();
+}
+
+/**
+ * A certificate revocation list signed by enableTls's CA (openssl ca), revoking the server's
+ * certificate or nothing. Returns its file, for `sslcrl`.
+ */
+export async function revocationList(tls: { dir: string }, revokeServer: boolean): Promise<string> {
+  const dir = await fs.mkdtemp(path.join(tls.dir, "crl-"));
+  const f = (name: string) => path.join(dir, name);
+  await fs.writeFile(f("index.txt"), "");
+  await fs.writeFile(f("crlnumber"), "01\n");
+  await fs.writeFile(f("ca.cnf"), `[ca]\ndefault_ca=d\n[d]\ndatabase=${f("index.txt")}\ncrlnumber=${f("crlnumber")}\ndefault_md=sha256\ndefault_crl_days=2\n`);
+  const ca = ["-config", f("ca.cnf"), "-keyfile", path.join(tls.dir, "ca.key"), "-cert", path.join(tls.dir, "ca.pem")];
+  if (revokeServer) await run("openssl", ["ca", ...ca, "-revoke", path.join(tls.dir, "server.crt")]);
+  await run("openssl", ["ca", ...ca, "-gencrl", "-out", f("list.crl")]);
+  return f("list.crl");
 }
