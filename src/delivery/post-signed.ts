@@ -53,8 +53,9 @@ export async function postSigned(url: string, eventId: string, body: string, key
   let timedOut = false;
   let answered = false;
   void coarseDelay(ATTEMPT_TIMEOUT_MS).then(() => {
-    if (answered) return;
-    timedOut = true;
+    if (!answered) timedOut = true;
+    // Answered or not: a body still coming at the limit is cut off (drained unread, a body that
+    // never ends would hold its connection for good). One that ended is beyond its reach.
     stop.abort();
   });
   const onAbort = () => stop.abort();
