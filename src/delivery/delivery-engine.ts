@@ -120,9 +120,17 @@ export class DeliveryEngine {
     const recordNow: Array<{ owed: OwedCallback; attempt: AttemptResult }> = [];
     // One signal for the batch's requests: the job's (the worker stopping) or the engine's.
     const signal = abort ? AbortSignal.any([abort, this.#stopped.signal]) : this.#stopped.signal;
-    await Promise.all(owed.map((o) => this.#one(o, later, recordNow, signal)));
-    await this.#record(recordNow);
-    await addJobs(this.#deps.db, deferredJobs(later));
+    // A callback let go of is recorded in the background only once the job that keeps it owed is
+    // queued: its record's retry (same key) must replace that job, never be replaced by it.
+    let laterQueued!: () => void;
+    const queued = new Promise<void>((resolve) => (laterQueued = resolve));
+    try {
+      await Promise.all(owed.map((o) => this.#one(o, later, recordNow, signal, queued)));
+      await this.#record(recordNow);
+      await addJobs(this.#deps.db, deferredJobs(later));
+    } finally {
+      laterQueued();
+    }
   }
 
   /**
@@ -188,7 +196,7 @@ export class DeliveryEngine {
     await Promise.allSettled([...this.#background]);
   }
 
-  async #one(owed: OwedCallback, later: Later[], recordNow: Array<{ owed: OwedCallback; attempt: AttemptResult }>, signal: AbortSignal) {
+  async #one(owed: OwedCallback, later: Later[], recordNow: Array<{ owed: OwedCallback; attempt: AttemptResult }>, signal: AbortSignal, laterQueued: Promise<void>) {
     const a = await this.gate.admit(owed.host);
     if (a.kind === "backed_off") {
       // Not sent: the endpoint is backed off. Recorded as a failed attempt (retried with the
@@ -222,6 +230,7 @@ export class DeliveryEngine {
     later.push({ owed, inS: (ATTEMPT_TIMEOUT_MS - (Date.now() - started)) / 1000 + 2, sent: true });
     this.#inBackground(
       sent.then(async (attempt) => {
+        await laterQueued;
         if (this.#stopped.signal.aborted || attempt.abandoned) return; // stopping: the scheduled job sends it again
         await this.#record([{ owed, attempt }]);
       }),
