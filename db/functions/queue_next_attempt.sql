@@ -25,3 +25,14 @@ RETURNS text LANGUAGE sql IMMUTABLE AS $$
     WHEN p_verdict = 'retry' AND p_attempt - p_round_start < p_max_attempts THEN 'pending'
     ELSE 'failed' END;
 $$;
+
+-- Whether an attempt that did not deliver was sent in an earlier round than the delivery's
+-- current one: a redelivery began a round (delivery_round moved on) while it was in flight.
+-- Its answer is history, not the new round's: it neither fails nor counts against that round,
+-- which must still send (the redelivery answered 202 for it). A delivered answer settles the
+-- delivery whichever round sent it: the endpoint has the event.
+-- p_round_before NULL: a caller that does not say (an older release): never an earlier round's.
+CREATE OR REPLACE FUNCTION "signalbox"."sent_in_earlier_round"(p_verdict text, p_round_before int, p_round int)
+RETURNS boolean LANGUAGE sql IMMUTABLE AS $$
+  SELECT p_verdict <> 'delivered' AND p_round_before IS NOT NULL AND p_round <> p_round_before;
+$$;

@@ -10,6 +10,8 @@
 -- Whether a retryable answer is retried is decided here, from the row, not by the caller: a
 -- redelivery may have started a new round (delivery_round_start) while the attempt was in flight,
 -- and that round's count is the one SIGNALBOX_DELIVERY_MAX_ATTEMPTS and the backoff apply to.
+-- An attempt a redelivery overtook (sent before the round began, answered after) is recorded as
+-- history and leaves the delivery pending for the new round (signalbox.sent_in_earlier_round).
 -- Returns the attempt's outcome (delivered, retry, failed) and number, or no row when the
 -- compare-and-set lost.
 --
@@ -21,6 +23,7 @@
 -- every process.
 DROP FUNCTION IF EXISTS "signalbox"."record_delivery_attempt"(text, int, text, int, text, int, text, int, double precision); -- it took no reply
 DROP FUNCTION IF EXISTS "signalbox"."record_delivery_attempt"(text, int, text, int, text, int, text, int, double precision, jsonb); -- nor when it was sent
+DROP FUNCTION IF EXISTS "signalbox"."record_delivery_attempt"(text, int, text, int, text, int, text, int, double precision, jsonb, int); -- nor in which round
 CREATE OR REPLACE FUNCTION "signalbox"."record_delivery_attempt"(
   p_wait_id text,
   p_attempts_before int,           -- the wait's delivery_attempts when the attempt began
@@ -32,7 +35,8 @@ CREATE OR REPLACE FUNCTION "signalbox"."record_delivery_attempt"(
   p_max_attempts int,              -- SIGNALBOX_DELIVERY_MAX_ATTEMPTS, per round
   p_backoff_s double precision,    -- SIGNALBOX_DELIVERY_BACKOFF_S
   p_reply jsonb DEFAULT NULL,      -- delivered: the answer's JSON body; NULL when none
-  p_sent_ms_ago int DEFAULT NULL)  -- how long ago it was sent (a batch is recorded once its last answer came); NULL: p_duration_ms
+  p_sent_ms_ago int DEFAULT NULL,  -- how long ago it was sent (a batch is recorded once its last answer came); NULL: p_duration_ms
+  p_round_before int DEFAULT NULL) -- the wait's delivery_round when the attempt began (signalbox.sent_in_earlier_round)
 RETURNS TABLE (outcome text, attempt int, round_attempt int) LANGUAGE plpgsql AS $$
 DECLARE
   v_attempt constant int := p_attempts_before + 1;
@@ -45,7 +49,11 @@ DECLARE
 BEGIN
   UPDATE signalbox.waits w SET
       delivery_attempts = v_attempt,
-      delivery_status = signalbox.delivery_status_after(p_verdict, v_attempt, w.delivery_round_start, p_max_attempts),
+      -- An earlier round's attempt leaves the delivery pending, and the round counts from after it.
+      delivery_status = CASE WHEN signalbox.sent_in_earlier_round(p_verdict, p_round_before, w.delivery_round) THEN 'pending'
+        ELSE signalbox.delivery_status_after(p_verdict, v_attempt, w.delivery_round_start, p_max_attempts) END,
+      delivery_round_start = CASE WHEN signalbox.sent_in_earlier_round(p_verdict, p_round_before, w.delivery_round) THEN v_attempt
+        ELSE w.delivery_round_start END,
       delivery_last_error = p_error,
       -- The first delivered answer only (evaluated on the row as locked: two deliveries cannot both be first).
       reply = CASE WHEN p_verdict = 'delivered' AND w.replied_at IS NULL THEN p_reply ELSE w.reply END,
@@ -97,7 +105,7 @@ $$;
 -- cheaper for one (0.5 ms against 0.85; 100 items: 4.6 ms against 10.7 one by one); so does a
 -- call naming a wait twice (the engine never does), item by item, in order.
 CREATE OR REPLACE FUNCTION "signalbox"."record_delivery_attempts"(
-  p_items json,                    -- [{wait_id, attempts_before, verdict, status_code, error, duration_ms, callback_host, reply, sent_ms_ago}]
+  p_items json,                    -- [{wait_id, attempts_before, verdict, status_code, error, duration_ms, callback_host, reply, sent_ms_ago, round_before}]
   p_max_attempts int,
   p_backoff_s double precision)
 RETURNS TABLE (n int, outcome text, attempt int, round_attempt int) LANGUAGE plpgsql AS $$
@@ -113,23 +121,26 @@ BEGIN
   IF json_array_length(p_items) = 1 OR (SELECT count(*) <> count(DISTINCT e ->> 'wait_id') FROM json_array_elements(p_items) AS e) THEN
     FOR r IN
       SELECT t.*, k.n AS item FROM json_array_elements(p_items) WITH ORDINALITY AS k(e, n),
-        json_to_record(k.e) AS t(wait_id text, attempts_before int, verdict text, status_code int, error text, duration_ms int, callback_host text, reply jsonb, sent_ms_ago int)
+        json_to_record(k.e) AS t(wait_id text, attempts_before int, verdict text, status_code int, error text, duration_ms int, callback_host text, reply jsonb, sent_ms_ago int, round_before int)
       ORDER BY k.n
     LOOP
       RETURN QUERY SELECT r.item::int, a.outcome, a.attempt, a.round_attempt FROM signalbox.record_delivery_attempt(
-        r.wait_id, r.attempts_before, r.verdict, r.status_code, r.error, r.duration_ms, r.callback_host, p_max_attempts, p_backoff_s, r.reply, r.sent_ms_ago) a;
+        r.wait_id, r.attempts_before, r.verdict, r.status_code, r.error, r.duration_ms, r.callback_host, p_max_attempts, p_backoff_s, r.reply, r.sent_ms_ago, r.round_before) a;
     END LOOP;
     RETURN;
   END IF;
 
   WITH items AS (
     SELECT k.n::int AS n, t.* FROM json_array_elements(p_items) WITH ORDINALITY AS k(e, n),
-      json_to_record(k.e) AS t(wait_id text, attempts_before int, verdict text, status_code int, error text, duration_ms int, callback_host text, reply jsonb, sent_ms_ago int)
+      json_to_record(k.e) AS t(wait_id text, attempts_before int, verdict text, status_code int, error text, duration_ms int, callback_host text, reply jsonb, sent_ms_ago int, round_before int)
   ), cas AS (
     -- The compare-and-set of each item, as in record_delivery_attempt.
     UPDATE signalbox.waits w SET
         delivery_attempts = i.attempts_before + 1,
-        delivery_status = signalbox.delivery_status_after(i.verdict, i.attempts_before + 1, w.delivery_round_start, p_max_attempts),
+        delivery_status = CASE WHEN signalbox.sent_in_earlier_round(i.verdict, i.round_before, w.delivery_round) THEN 'pending'
+          ELSE signalbox.delivery_status_after(i.verdict, i.attempts_before + 1, w.delivery_round_start, p_max_attempts) END,
+        delivery_round_start = CASE WHEN signalbox.sent_in_earlier_round(i.verdict, i.round_before, w.delivery_round) THEN i.attempts_before + 1
+          ELSE w.delivery_round_start END,
         delivery_last_error = i.error,
         reply = CASE WHEN i.verdict = 'delivered' AND w.replied_at IS NULL THEN i.reply ELSE w.reply END,
         replied_at = CASE WHEN i.verdict = 'delivered' THEN coalesce(w.replied_at, now()) ELSE w.replied_at END

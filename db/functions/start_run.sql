@@ -55,9 +55,11 @@ $$;
 -- start_run_id), and the next attempt's job when the round may still pass, with the callbacks'
 -- backoff. Returns the outcome (delivered, retry, failed) and numbers, or no row when the
 -- compare-and-set lost.
+DROP FUNCTION IF EXISTS "signalbox"."record_start_attempt"(text, int, text, int, text, int, text, int, double precision); -- it took no round
 CREATE OR REPLACE FUNCTION "signalbox"."record_start_attempt"(
   p_run_id text, p_attempts_before int, p_verdict text, p_status_code int, p_error text, p_duration_ms int,
-  p_callback_host text, p_max_attempts int, p_backoff_s double precision)
+  p_callback_host text, p_max_attempts int, p_backoff_s double precision,
+  p_round_before int DEFAULT NULL) -- the start's delivery_round when the attempt began (signalbox.sent_in_earlier_round)
 RETURNS TABLE (outcome text, attempt int, round_attempt int) LANGUAGE plpgsql AS $$
 DECLARE
   v_attempt constant int := p_attempts_before + 1;
@@ -67,7 +69,11 @@ DECLARE
 BEGIN
   UPDATE signalbox.run_starts s SET
       delivery_attempts = v_attempt,
-      delivery_status = signalbox.delivery_status_after(p_verdict, v_attempt, s.delivery_round_start, p_max_attempts),
+      -- An earlier round's attempt leaves the delivery pending, and the round counts from after it.
+      delivery_status = CASE WHEN signalbox.sent_in_earlier_round(p_verdict, p_round_before, s.delivery_round) THEN 'pending'
+        ELSE signalbox.delivery_status_after(p_verdict, v_attempt, s.delivery_round_start, p_max_attempts) END,
+      delivery_round_start = CASE WHEN signalbox.sent_in_earlier_round(p_verdict, p_round_before, s.delivery_round) THEN v_attempt
+        ELSE s.delivery_round_start END,
       delivery_last_error = p_error
     WHERE s.run_id = p_run_id AND s.delivery_status = 'pending' AND s.delivery_attempts = p_attempts_before
     RETURNING s.delivery_status, s.delivery_round_start, s.event_id INTO v_status, v_round_start, v_event_id;

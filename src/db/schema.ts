@@ -107,6 +107,11 @@ export const waits = signalbox.table(
      * SIGNALBOX_DELIVERY_MAX_ATTEMPTS and the backoff count from here, the attempt numbers go on.
      */
     deliveryRoundStart: integer("delivery_round_start").notNull().default(0),
+    /**
+     * How many rounds were begun (each redelivery adds one): an attempt answered after a round
+     * began that it was not sent in is an earlier round's (signalbox.sent_in_earlier_round).
+     */
+    deliveryRound: integer("delivery_round").notNull().default(0),
     /** external (a sender POSTs), timer, sensor, all / any (composite over member waits). */
     kind: text("kind").notNull().default("external"),
     /** The timer or sensor spec, as given. */
@@ -407,6 +412,8 @@ export const runStarts = signalbox.table(
     deliveryLastError: text("delivery_last_error"),
     /** As waits.delivery_round_start: a redelivery starts a new round of attempts. */
     deliveryRoundStart: integer("delivery_round_start").notNull().default(0),
+    /** As waits.delivery_round. */
+    deliveryRound: integer("delivery_round").notNull().default(0),
   },
   (t) => [
     check("run_starts_delivery_status", sql`${t.deliveryStatus} in ('pending', 'delivered', 'failed')`),

@@ -21,6 +21,8 @@ export interface OwedCallback {
   body: string;
   /** The wait's delivery_attempts when this attempt began (the compare-and-set of its record). */
   attemptsBefore: number;
+  /** The wait's delivery_round then: an attempt a redelivery overtook is an earlier round's (signalbox.sent_in_earlier_round). */
+  roundBefore: number;
 }
 
 /** The callback a wait owes, if it owes one now (delivery pending, a callback_url). */
@@ -35,6 +37,7 @@ export function owedCallback(found: { wait: WaitRow; event: { id: number; type: 
     webhookId,
     body: JSON.stringify({ id: webhookId, type: event.type, occurred_at: event.occurredAt.toISOString(), wait: toWaitResource(wait) }),
     attemptsBefore: wait.deliveryAttempts,
+    roundBefore: wait.deliveryRound,
   };
 }
 
@@ -99,6 +102,7 @@ export async function recordAttempts(deps: Pick<Deps, "db" | "config">, items: A
     items.map(({ owed, attempt }) => ({
       wait_id: owed.waitId,
       attempts_before: owed.attemptsBefore,
+      round_before: owed.roundBefore,
       verdict: attempt.verdict,
       status_code: attempt.status ?? null,
       error: attempt.error,

@@ -70,6 +70,7 @@ async function record(deps: StartDeps, start: StartRow, attempt: AttemptResult):
     {
       runId: start.runId,
       attemptsBefore: start.deliveryAttempts,
+      roundBefore: start.deliveryRound,
       verdict: attempt.verdict,
       statusCode: attempt.status ?? null,
       error: attempt.error,

@@ -36,7 +36,7 @@ export async function redeliverWait(deps: Pick<Deps, "db">, id: string): Promise
     if (!wait.callbackUrl) throw new ConflictError(`wait '${id}' has no callback_url`);
     if (wait.status === "waiting") throw new ConflictError(`wait '${id}' is still waiting: there is nothing to deliver yet`);
     await tx.execute(sql`
-      update signalbox.waits set delivery_status = 'pending', delivery_round_start = delivery_attempts
+      update signalbox.waits set delivery_status = 'pending', delivery_round_start = delivery_attempts, delivery_round = delivery_round + 1
       where id = ${id}::text`);
     // Replaces a pending retry's run time with now (same key). An attempt already in flight
     // keeps running: both may send, and the compare-and-set records that attempt number once.

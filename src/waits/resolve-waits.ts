@@ -76,6 +76,7 @@ export function waitFromSql(r: Record<string, unknown>): WaitRowOnly {
     deliveryAttempts: Number(r.delivery_attempts),
     deliveryLastError: (r.delivery_last_error as string | null) ?? null,
     deliveryRoundStart: Number(r.delivery_round_start ?? 0),
+    deliveryRound: Number(r.delivery_round ?? 0),
     kind: String(r.kind),
     source: r.source ?? null,
     firesAt: date(r.fires_at),

@@ -38,6 +38,7 @@ const COMMITTED: Record<string, string> = {
   "0019_open_signal_deadline.sql": "4ee3fa2984b0cd508e94ce2535a7876b959e4bac924d7e64d9bc4499cb23ec1e",
   "0020_waits_fillfactor.sql": "e16743377ee1e565505ceac14e359715b23f8a27374d2366d29195d462b97dba",
   "0021_waits_fillfactor_reset.sql": "05f500bc259f976d3fb4c3cdab787770487d188138146f98d5118362b347f1eb",
+  "0022_delivery_round.sql": "cd36275a30fdb85fbb2732066f344c1e6c79c73bca6d169d5a8ec7bd5e9d1726",
 };
 
 /**

@@ -172,7 +172,7 @@ export interface paths {
         put?: never;
         /**
          * Send the callback again, now
-         * @description Allowed once the wait has left `waiting` and has a `callback_url`, whatever its `delivery.status`: after it `failed` or was `delivered`, and while a retry is `pending` (the retry is sent now instead of after its backoff). It starts a new round of attempts: up to `SIGNALBOX_DELIVERY_MAX_ATTEMPTS` more, the backoff starting again from `SIGNALBOX_DELIVERY_BACKOFF_S`. Earlier attempts stay listed in `GET /waits/{id}/deliveries` and their numbers go on; `delivery.attempts` counts them all. The `webhook-id` is the same as before. An attempt already in flight is not stopped: the endpoint may then get the callback twice, and one of the two is recorded.
+         * @description Allowed once the wait has left `waiting` and has a `callback_url`, whatever its `delivery.status`: after it `failed` or was `delivered`, and while a retry is `pending` (the retry is sent now instead of after its backoff). It starts a new round of attempts: up to `SIGNALBOX_DELIVERY_MAX_ATTEMPTS` more, the backoff starting again from `SIGNALBOX_DELIVERY_BACKOFF_S`. Earlier attempts stay listed in `GET /waits/{id}/deliveries` and their numbers go on; `delivery.attempts` counts them all. The `webhook-id` is the same as before. An attempt already in flight is not stopped: the endpoint may then get the callback twice. That attempt belongs to the earlier round: if it does not deliver, it stays listed but neither fails the new round nor counts against it, and the callback is still sent.
          */
         post: operations["redeliverWait"];
         delete?: never;
