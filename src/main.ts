@@ -13,6 +13,7 @@ import { openDatabase } from "./db/client.ts";
 import type { EmbeddedDatabase } from "./db/embedded.ts";
 import { describeConnectError } from "./db/connect-error.ts";
 import { migrateDatabase } from "./db/migrate.ts";
+import { sharesBackends } from "./db/pooler-probe.ts";
 import { DatabaseAvailability, Heartbeat } from "./db/availability.ts";
 import { pingDatabase } from "./db/ping.ts";
 import { loadSignalTypesFile } from "./signal-types/load-signal-types-file.ts";
@@ -68,6 +69,12 @@ async function main() {
       log.fatal({ code }, "the embedded Postgres exited by itself: exiting so that signalbox and Postgres are started again");
       process.exit(1);
     });
+  }
+  if (config.DATABASE_URL && (await sharesBackends(url))) {
+    throw new Error(
+      "DATABASE_URL goes through a connection pooler in transaction mode (PgBouncer, Supavisor: Neon's -pooler host, Supabase's port 6543), " +
+        "and signalbox needs a session of its own (LISTEN, its migration lock, prepared statements): use the database's direct URL, or the pooler's session mode",
+    );
   }
   const migrated = await migrateDatabase(url, undefined, () => log.warn("another process is migrating the database (it holds the migration lock): waiting for it")).catch((err: unknown) => {
     const line = describeConnectError(err, url, config.DATABASE_URL ? "DATABASE_URL" : "the embedded Postgres");
