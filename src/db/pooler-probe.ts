@@ -2,7 +2,7 @@ import postgres from "postgres";
 import { postgresJsTarget } from "./connection-url.ts";
 
 /** Connections the probe opens after the first, each looking for the first one's backend. */
-const LOOKS = 6;
+const LOOKS = 3;
 
 /**
  * Whether `url` reaches Postgres through a pooler in transaction or statement mode (PgBouncer,
