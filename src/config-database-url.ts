@@ -8,14 +8,18 @@
  * neither driver can give, or a source of settings signalbox does not read).
  */
 
-/** A parameter as libpq decodes it: %XX only (URLSearchParams would read `+` as a space). */
+/**
+ * A parameter as libpq reads it: its last value when given twice (`?sslmode=require&sslmode=verify-full`
+ * is verify-full), decoded %XX only (URLSearchParams would read `+` as a space).
+ */
 export function urlParam(u: URL, name: string): string | undefined {
+  let value: string | undefined;
   for (const pair of u.search.slice(1).split("&")) {
     const at = pair.indexOf("=");
     const key = at < 0 ? pair : pair.slice(0, at);
-    if (safeDecode(key) === name) return at < 0 ? "" : safeDecode(pair.slice(at + 1));
+    if (safeDecode(key) === name) value = at < 0 ? "" : safeDecode(pair.slice(at + 1));
   }
-  return undefined;
+  return value;
 }
 
 export function safeDecode(s: string): string {

@@ -72,7 +72,7 @@ async function main() {
   }
   if (config.DATABASE_URL && (await sharesBackends(url))) {
     throw new Error(
-      "DATABASE_URL goes through a connection pooler in transaction mode (PgBouncer, Supavisor: Neon's -pooler host, Supabase's port 6543), " +
+      "DATABASE_URL goes through a connection pooler in transaction or statement mode (PgBouncer, Supavisor: Neon's -pooler host, Supabase's port 6543), " +
         "and signalbox needs a session of its own (LISTEN, its migration lock, prepared statements): use the database's direct URL, or the pooler's session mode",
     );
   }

@@ -61,8 +61,10 @@ export function tlsOf(url: string): { url: string; tls: DriverTls } {
     };
   }
   let plain = withParam(u, CLIENT_PARAMS);
-  // `any` is libpq's default; postgres.js refuses the word.
-  if (urlParam(plain, "target_session_attrs") === "any") plain = withParam(plain, ["target_session_attrs"]);
+  // Once, with libpq's value (the last); `any`, libpq's default, not at all: postgres.js reads the
+  // first and refuses the word.
+  const attrs = urlParam(plain, "target_session_attrs");
+  if (attrs !== undefined) plain = withParam(plain, ["target_session_attrs"], attrs === "any" ? undefined : ["target_session_attrs", attrs]);
   return { url: plain.toString(), tls };
 }
 

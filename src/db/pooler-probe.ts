@@ -3,6 +3,14 @@ import { postgresJsTarget } from "./connection-url.ts";
 
 /** Connections the probe opens after the first, each looking for the first one's backend. */
 const LOOKS = 3;
+/** A server that accepts and then never answers must not hold a start here (the migration reports it). */
+const PROBE_LIMIT_MS = 10_000;
+/**
+ * How a pooler in statement mode refuses a transaction: PgBouncer closes the connection ("transaction
+ * blocks not allowed in statement pooling mode", said in its log, not to the client). A server
+ * never closes a connection that just answered for a BEGIN.
+ */
+const refusesTransactions = (err: Error & { code?: string }) => err.code === "CONNECTION_CLOSED" || /statement pool(ing)? mode/i.test(err.message);
 
 /**
  * Whether `url` reaches Postgres through a pooler in transaction or statement mode (PgBouncer,
@@ -17,37 +25,50 @@ const LOOKS = 3;
  * is open. The first connection's backend is let go after its statement, and a pooler hands
  * the most recently freed one out first (PgBouncer's default), or each in turn: the next
  * connections, each holding the backend it got in a transaction, come to it. Never a false
- * yes; a pooler with many idle backends handed out in turn may be missed (false). Any failure
- * is a no: connecting is the migration's to report.
+ * yes; a pooler with many idle backends handed out in turn may be missed (false). A pooler in
+ * statement mode refuses the transaction: yes. Any other failure, or no answer within
+ * PROBE_LIMIT_MS, is a no: connecting is the migration's to report.
  */
 export async function sharesBackends(url: string): Promise<boolean> {
   const target = postgresJsTarget(url);
-  const sql = postgres(target.url, {
-    path: target.path,
-    ssl: target.ssl,
-    max: LOOKS + 1,
-    prepare: false, // a pooler in transaction mode may not keep prepared statements
-    connect_timeout: 5,
-    onnotice: () => {},
-    connection: { application_name: "signalbox-probe" },
-  });
-  const held: postgres.ReservedSql[] = [];
-  const backendOf = async (c: postgres.ReservedSql) => Number((await c<Array<{ pid: number }>>`select pg_backend_pid() as pid`)[0]!.pid);
+  // A client of one connection each (no reserve(): it never resolves without fetch_types, and
+  // fetch_types' own query fails unheard when the probe gives up on a silent server).
+  const connections: postgres.Sql[] = [];
+  const connect = () => {
+    const c = postgres(target.url, {
+      path: target.path,
+      ssl: target.ssl,
+      max: 1,
+      prepare: false, // a pooler in transaction mode may not keep prepared statements
+      fetch_types: false,
+      connect_timeout: 5,
+      onnotice: () => {},
+      connection: { application_name: "signalbox-probe" },
+    });
+    connections.push(c);
+    return c;
+  };
+  const endAll = (timeout: number) => Promise.all(connections.map((c) => c.end({ timeout }).catch(() => {})));
+  const backendOf = async (c: postgres.Sql) => Number((await c<Array<{ pid: number }>>`select pg_backend_pid() as pid`)[0]!.pid);
+  // Past the limit the connections are closed: whatever the probe awaits then fails, a no.
+  const limit = setTimeout(() => void endAll(0), PROBE_LIMIT_MS);
   try {
-    const first = await sql.reserve();
-    held.push(first);
+    const first = connect();
     const pid = await backendOf(first);
     for (let i = 0; i < LOOKS; i++) {
-      const next = await sql.reserve();
-      held.push(next);
-      await next.unsafe("begin"); // holds the backend it is given, so the next look gets another
+      const next = connect();
+      if ((await backendOf(next)) === pid) return true;
+      // Holds the backend it is given, so the next look gets another (this connection answered
+      // just now: one closed at BEGIN is a pooler's refusal, not a server going away).
+      const refused = await next.unsafe("begin").then(() => undefined, (err: Error) => err);
+      if (refused) return refusesTransactions(refused);
       if ((await backendOf(next)) === pid) return true;
     }
     return (await backendOf(first)) !== pid;
   } catch {
     return false;
   } finally {
-    for (const c of held) c.release();
-    await sql.end({ timeout: 1 }).catch(() => {});
+    clearTimeout(limit);
+    await endAll(1);
   }
 }

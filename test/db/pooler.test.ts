@@ -1,3 +1,4 @@
+import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sharesBackends } from "../../src/db/pooler-probe.ts";
 import { PGBOUNCER, startPgbouncer, type Pooler } from "../helpers/pgbouncer.ts";
@@ -27,8 +28,9 @@ describe.skipIf(!PGBOUNCER)("DATABASE_URL through a connection pooler (PgBouncer
     await pg?.destroy();
   });
 
-  it("is told apart: transaction mode shares backends; session mode and a direct URL do not; nothing there is a no", async () => {
+  it("is told apart: transaction and statement mode share backends; session mode and a direct URL do not; nothing there is a no", async () => {
     expect(await sharesBackends(pooler.transactionUrl)).toBe(true);
+    expect(await sharesBackends(pooler.statementUrl)).toBe(true);
     expect(await sharesBackends(pooler.sessionUrl)).toBe(false);
     expect(await sharesBackends(pg.url)).toBe(false);
     expect(await sharesBackends("postgres://nobody@127.0.0.1:1/none")).toBe(false);
@@ -39,7 +41,7 @@ describe.skipIf(!PGBOUNCER)("DATABASE_URL through a connection pooler (PgBouncer
     services.push(svc);
     await waitFor("the start refused", () => svc.alive(), { until: (alive) => !alive, timeoutMs: 30_000 });
     expect(svc.child.exitCode).toBe(1);
-    expect(svc.output()).toContain("DATABASE_URL goes through a connection pooler in transaction mode");
+    expect(svc.output()).toContain("DATABASE_URL goes through a connection pooler in transaction or statement mode");
     expect(svc.output()).toContain("use the database's direct URL, or the pooler's session mode");
     const [migrated] = await pg.admin<Array<{ schema: string | null }>>`select to_regnamespace('signalbox')::text as schema`;
     expect(migrated!.schema).toBeNull();
@@ -55,4 +57,26 @@ describe.skipIf(!PGBOUNCER)("DATABASE_URL through a connection pooler (PgBouncer
     const { id } = (await opened.json()) as { id: string };
     await waitFor("the wait timed out", async () => ((await (await svc.api(`/waits/${id}`)).json()) as { status: string }).status, { until: (s) => s === "timed_out", timeoutMs: 20_000 });
   }, 90_000);
+});
+
+describe("the pooler probe", () => {
+  it("never holds a start: a server that completes the start-up and then never answers is a no, within its limit", async () => {
+    const sockets: net.Socket[] = [];
+    const silent = net.createServer((s) => {
+      sockets.push(s);
+      s.on("error", () => {});
+      // AuthenticationOk, BackendKeyData, ReadyForQuery (idle); then nothing, ever.
+      s.once("data", () => s.write(Buffer.from([0x52, 0, 0, 0, 8, 0, 0, 0, 0, 0x4b, 0, 0, 0, 12, 0, 0, 0, 1, 0, 0, 0, 2, 0x5a, 0, 0, 0, 5, 0x49])));
+    });
+    await new Promise<void>((r) => silent.listen(0, "127.0.0.1", r));
+    try {
+      const port = (silent.address() as net.AddressInfo).port;
+      const started = performance.now();
+      expect(await sharesBackends(`postgres://u@127.0.0.1:${port}/db`)).toBe(false);
+      expect(performance.now() - started).toBeLessThan(15_000);
+    } finally {
+      for (const s of sockets) s.destroy();
+      silent.close();
+    }
+  }, 30_000);
 });

@@ -81,7 +81,7 @@ describe("a URL's TLS parameters", () => {
     }
     // Those postgres.js knows stay: they are its options, or settings the server has.
     expect(postgresJsTarget(`${base}?connect_timeout=10&target_session_attrs=read-write&options=-c%20statement_timeout%3D5000`).url).toBe(
-      `${base}?connect_timeout=10&target_session_attrs=read-write&options=-c%20statement_timeout%3D5000`,
+      `${base}?connect_timeout=10&options=-c%20statement_timeout%3D5000&target_session_attrs=read-write`,
     );
     const refused = [
       ["channel_binding=require", "cannot bind SCRAM to TLS"],
@@ -98,6 +98,11 @@ describe("a URL's TLS parameters", () => {
       expect(() => loadConfig({ DATABASE_URL: `${base}?${param}` }), param).toThrow(`DATABASE_URL: ${param} is not supported: `);
       expect(() => loadConfig({ DATABASE_URL: `${base}?${param}` }), param).toThrow(why);
     }
+    // Given twice, a parameter is its last value, as libpq reads it (appending `&sslmode=verify-full` hardens a provider's URL).
+    expect(tlsOf(`${base}?sslmode=require&sslmode=verify-full`).tls).toEqual({ rejectUnauthorized: true });
+    expect(() => loadConfig({ DATABASE_URL: `${base}?channel_binding=disable&channel_binding=require` })).toThrow("channel_binding=require is not supported");
+    expect(postgresJsTarget(`${base}?target_session_attrs=any&target_session_attrs=read-write`).url).toBe(`${base}?target_session_attrs=read-write`);
+    expect(postgresJsTarget(`${base}?target_session_attrs=read-write&target_session_attrs=any`).url).toBe(base);
     // A password file is libpq's only when the URL has no password.
     expect(() => loadConfig({ DATABASE_URL: "postgres://u@db.example/db?passfile=/home/u/.pgpass" })).toThrow("passfile=/home/u/.pgpass is not supported: a password file is not read");
   });

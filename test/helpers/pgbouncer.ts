@@ -19,13 +19,15 @@ export interface Pooler {
   transactionUrl: string;
   /** The same database through the pooler, in session mode. */
   sessionUrl: string;
+  /** The same database through the pooler, in statement mode (no transactions). */
+  statementUrl: string;
   stop(): Promise<void>;
 }
 
 /**
  * A real PgBouncer in front of a private Postgres (trust auth), as managed providers put one in
- * front of theirs: one database name pooled per transaction, another per session. Run as the
- * `postgres` system user when the tests run as root (PgBouncer refuses root).
+ * front of theirs: one database name pooled per transaction, one per session, one per statement.
+ * Run as the `postgres` system user when the tests run as root (PgBouncer refuses root).
  */
 export async function startPgbouncer(pg: PrivatePostgres): Promise<Pooler> {
   if (!PGBOUNCER) throw new Error("pgbouncer is not installed");
@@ -40,6 +42,7 @@ export async function startPgbouncer(pg: PrivatePostgres): Promise<Pooler> {
       "[databases]",
       `pooled_tx = ${server} pool_mode=transaction`,
       `pooled_session = ${server} pool_mode=session`,
+      `pooled_statement = ${server} pool_mode=statement`,
       "[pgbouncer]",
       "listen_addr = 127.0.0.1",
       `listen_port = ${port}`,
@@ -65,6 +68,7 @@ export async function startPgbouncer(pg: PrivatePostgres): Promise<Pooler> {
   return {
     transactionUrl: url("pooled_tx"),
     sessionUrl: url("pooled_session"),
+    statementUrl: url("pooled_statement"),
     async stop() {
       child.kill("SIGKILL");
       await fs.rm(dir, { recursive: true, force: true });
