@@ -31,8 +31,8 @@ const refusesTransactions = (err: Error & { code?: string }) => err.code === "CO
  */
 export async function sharesBackends(url: string): Promise<boolean> {
   const target = postgresJsTarget(url);
-  // A client of one connection each (no reserve(): it never resolves without fetch_types, and
-  // fetch_types' own query fails unheard when the probe gives up on a silent server).
+  // A client of one connection each, without the type lookup it has no use for (postgres.js's
+  // reserve() never resolves without it).
   const connections: postgres.Sql[] = [];
   const connect = () => {
     const c = postgres(target.url, {
