@@ -52,6 +52,8 @@ export const DROPPED_PARAMS = [
   "krbsrvname", "gsslib", "gssdelegation", "load_balance_hosts", "passfile",
 ];
 
+const tlsVersion = (v: string) => (TLS_VERSIONS.includes(v as never) ? undefined : `use one of ${TLS_VERSIONS.join(", ")}`);
+
 /** Each value a parameter may have that no driver here can honour, and why (undefined: this value goes). */
 const REFUSED: Record<string, (value: string, u: URL) => string | undefined> = {
   sslmode: (v) => (SSL_MODES.includes(v) ? undefined : "use disable, require (TLS, the certificate not checked), verify-ca or verify-full"),
@@ -59,8 +61,8 @@ const REFUSED: Record<string, (value: string, u: URL) => string | undefined> = {
     v === "require" ? "signalbox's Postgres driver cannot bind SCRAM to TLS: remove it, and use sslmode=verify-full (the server's certificate checked) to be sure of the server" : undefined,
   gssencmode: (v) => (v === "require" ? "neither of signalbox's Postgres drivers does GSSAPI encryption: use sslmode" : undefined),
   sslcertmode: (v) => (v === "require" ? "whether the server asked for the client certificate cannot be checked: remove it (sslcert and sslkey are sent)" : undefined),
-  ssl_min_protocol_version: (v) => (TLS_VERSIONS.includes(v as never) ? undefined : `use one of ${TLS_VERSIONS.join(", ")}`),
-  ssl_max_protocol_version: (v) => (TLS_VERSIONS.includes(v as never) ? undefined : `use one of ${TLS_VERSIONS.join(", ")}`),
+  ssl_min_protocol_version: tlsVersion,
+  ssl_max_protocol_version: tlsVersion,
   target_session_attrs: (v) =>
     ["any", "read-write", "read-only", "primary", "standby", "prefer-standby"].includes(v) ? undefined : "use any, read-write, read-only, primary, standby or prefer-standby",
   require_auth: () => "the authentication methods the server may ask for cannot be limited: remove it",

@@ -1,6 +1,6 @@
-import net from "node:net";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { openDatabase } from "../../src/db/client.ts";
+import { startFakePostgres } from "../helpers/fake-postgres.ts";
 
 // A connection that Postgres closes just after its start-up, while postgres.js asks it for the
 // array types (every new connection's first query): a Postgres restarting (pg_ctl restart -m
@@ -10,20 +10,10 @@ import { openDatabase } from "../../src/db/client.ts";
 
 const unhandled: unknown[] = [];
 const onUnhandled = (err: unknown) => unhandled.push(err);
-let server: net.Server;
-let port: number;
+let server: Awaited<ReturnType<typeof startFakePostgres>>;
 beforeAll(async () => {
   process.on("unhandledRejection", onUnhandled);
-  server = net.createServer((s) => {
-    s.on("error", () => {});
-    // AuthenticationOk, BackendKeyData, ReadyForQuery (idle): started. The first query closes it.
-    s.once("data", () => {
-      s.write(Buffer.from([0x52, 0, 0, 0, 8, 0, 0, 0, 0, 0x4b, 0, 0, 0, 12, 0, 0, 0, 1, 0, 0, 0, 2, 0x5a, 0, 0, 0, 5, 0x49]));
-      s.once("data", () => s.destroy());
-    });
-  });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-  port = (server.address() as net.AddressInfo).port;
+  server = await startFakePostgres((s) => s.once("data", () => s.destroy())); // closed at its first query
 });
 afterAll(() => {
   process.off("unhandledRejection", onUnhandled);
@@ -31,7 +21,7 @@ afterAll(() => {
 });
 
 it("a connection closed while postgres.js looks up the array types fails no promise unheard", async () => {
-  const database = openDatabase(`postgres://u@127.0.0.1:${port}/db`, { max: 2 });
+  const database = openDatabase(server.url, { max: 2 });
   try {
     const outcome = await Promise.race([database.sql`select 1`.then(() => "answered", (err: Error) => `failed: ${(err as { code?: string }).code ?? err.message}`), new Promise((r) => setTimeout(() => r("still waiting"), 1_500))]);
     expect(outcome).not.toBe("answered");

@@ -1,6 +1,6 @@
-import net from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { sharesBackends } from "../../src/db/pooler-probe.ts";
+import { startFakePostgres } from "../helpers/fake-postgres.ts";
 import { PGBOUNCER, startPgbouncer, type Pooler } from "../helpers/pgbouncer.ts";
 import { startPrivatePostgres, type PrivatePostgres } from "../helpers/private-postgres.ts";
 import { answers200, onDatabase, spawnService, type ServiceProcess } from "../helpers/service-process.ts";
@@ -61,21 +61,12 @@ describe.skipIf(!PGBOUNCER)("DATABASE_URL through a connection pooler (PgBouncer
 
 describe("the pooler probe", () => {
   it("never holds a start: a server that completes the start-up and then never answers is a no, within its limit", async () => {
-    const sockets: net.Socket[] = [];
-    const silent = net.createServer((s) => {
-      sockets.push(s);
-      s.on("error", () => {});
-      // AuthenticationOk, BackendKeyData, ReadyForQuery (idle); then nothing, ever.
-      s.once("data", () => s.write(Buffer.from([0x52, 0, 0, 0, 8, 0, 0, 0, 0, 0x4b, 0, 0, 0, 12, 0, 0, 0, 1, 0, 0, 0, 2, 0x5a, 0, 0, 0, 5, 0x49])));
-    });
-    await new Promise<void>((r) => silent.listen(0, "127.0.0.1", r));
+    const silent = await startFakePostgres(() => {}); // then nothing, ever
     try {
-      const port = (silent.address() as net.AddressInfo).port;
       const started = performance.now();
-      expect(await sharesBackends(`postgres://u@127.0.0.1:${port}/db`)).toBe(false);
+      expect(await sharesBackends(silent.url)).toBe(false);
       expect(performance.now() - started).toBeLessThan(15_000);
     } finally {
-      for (const s of sockets) s.destroy();
       silent.close();
     }
   }, 30_000);
