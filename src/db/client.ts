@@ -1,6 +1,6 @@
 import postgres from "postgres";
 import { drizzle, type PostgresJsDatabase } from "drizzle-orm/postgres-js";
-import { postgresJsTarget } from "./connection-url.ts";
+import { postgresJs } from "./connection-url.ts";
 import * as schema from "./schema.ts";
 import { guardedSockets } from "./silent-connections.ts";
 
@@ -24,10 +24,7 @@ export const reconnectDelayS = (n: number) => Math.min(0.5, 0.05 * 2 ** Math.max
  * commits serialise on Postgres's notify lock, so more connections make the signal path slower.
  */
 export function openDatabase(url: string, opts: { max: number }): Database {
-  const target = postgresJsTarget(url);
-  const client = postgres(target.url, {
-    path: target.path,
-    ssl: target.ssl,
+  const client = postgresJs(url, {
     max: opts.max,
     // While the database is away, nothing may wait on it for long: a connection attempt gives up
     // after CONNECT_TIMEOUT_S, and a failed one is tried again soon (postgres.js's default backoff

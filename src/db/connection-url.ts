@@ -1,5 +1,6 @@
 import fs from "node:fs";
 import type { ConnectionOptions } from "node:tls";
+import postgres from "postgres";
 import { DROPPED_PARAMS, safeDecode, urlParam, type TLS_VERSIONS } from "../config-database-url.ts";
 
 /**
@@ -100,6 +101,15 @@ export function postgresJsTarget(url: string): { url: string; path?: string; ssl
   const dir = urlParam(u, "host");
   if (!dir?.startsWith("/")) return { url: plain, ssl: tls };
   return { url: withParam(u, ["host"]).toString(), path: `${dir}/.s.PGSQL.${u.port || "5432"}`, ssl: tls };
+}
+
+/**
+ * A postgres.js client for a URL, its socket and TLS always the URL's (postgresJsTarget): every
+ * client of ours opens through here, so none can forget the certificate check a URL asks for.
+ */
+export function postgresJs<T extends Record<string, postgres.PostgresType> = {}>(url: string, options: Omit<postgres.Options<T>, "path" | "ssl">) {
+  const target = postgresJsTarget(url);
+  return postgres<T>(target.url, { ...options, path: target.path, ssl: target.ssl });
 }
 
 /**

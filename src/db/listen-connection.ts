@@ -1,7 +1,7 @@
 import postgres from "postgres";
 import type { Log } from "../core/logger.ts";
 import { CONNECT_TIMEOUT_S, reconnectDelayS } from "./client.ts";
-import { postgresJsTarget } from "./connection-url.ts";
+import { postgresJs } from "./connection-url.ts";
 
 /** What the change feed and the signal type cache use of a postgres.js client: LISTEN and NOTIFY. */
 export interface Listener {
@@ -30,8 +30,7 @@ export class ListenConnection implements Listener {
 
   constructor(url: string) {
     // Reconnects as soon as the pool's clients do (client.ts): postgres.js's own backoff grows to 20 s.
-    const target = postgresJsTarget(url);
-    this.#open = () => postgres(target.url, { path: target.path, ssl: target.ssl, max: 1, connect_timeout: CONNECT_TIMEOUT_S, backoff: reconnectDelayS, onnotice: () => {}, connection: { application_name: "signalbox-listen" } });
+    this.#open = () => postgresJs(url, { max: 1, connect_timeout: CONNECT_TIMEOUT_S, backoff: reconnectDelayS, onnotice: () => {}, connection: { application_name: "signalbox-listen" } });
     this.#sql = this.#open();
   }
 

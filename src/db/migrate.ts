@@ -7,7 +7,7 @@ import { drizzle } from "drizzle-orm/postgres-js";
 import { migrate } from "drizzle-orm/postgres-js/migrator";
 import { runMigrations } from "graphile-worker";
 import { applyFunctions, readFunctionSources } from "./apply-functions.ts";
-import { nodePostgresTarget, postgresJsTarget } from "./connection-url.ts";
+import { nodePostgresTarget, postgresJs } from "./connection-url.ts";
 
 const DB_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../db");
 export const MIGRATIONS_DIR = path.join(DB_DIR, "migrations");
@@ -38,8 +38,7 @@ export async function migrateDatabase(
   } finally {
     await workerPool.end();
   }
-  const target = postgresJsTarget(url);
-  const client = postgres(target.url, { path: target.path, ssl: target.ssl, max: 1, onnotice: () => {} });
+  const client = postgresJs(url, { max: 1, onnotice: () => {} });
   try {
     const [free] = await client<Array<{ locked: boolean }>>`select pg_try_advisory_lock(hashtext(${LOCK_KEY})) as locked`;
     if (!free?.locked) {

@@ -1,5 +1,5 @@
 import postgres from "postgres";
-import { postgresJsTarget } from "./connection-url.ts";
+import { postgresJs } from "./connection-url.ts";
 
 /** Connections the probe opens after the first, each looking for the first one's backend. */
 const LOOKS = 3;
@@ -30,14 +30,11 @@ const refusesTransactions = (err: Error & { code?: string }) => err.code === "CO
  * PROBE_LIMIT_MS, is a no: connecting is the migration's to report.
  */
 export async function sharesBackends(url: string): Promise<boolean> {
-  const target = postgresJsTarget(url);
   // A client of one connection each, without the type lookup it has no use for (postgres.js's
   // reserve() never resolves without it).
   const connections: postgres.Sql[] = [];
   const connect = () => {
-    const c = postgres(target.url, {
-      path: target.path,
-      ssl: target.ssl,
+    const c = postgresJs(url, {
       max: 1,
       prepare: false, // a pooler in transaction mode may not keep prepared statements
       fetch_types: false,
