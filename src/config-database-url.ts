@@ -71,6 +71,12 @@ const REFUSED: Record<string, (value: string, u: URL) => string | undefined> = {
   passfile: (_v, u) => (u.password ? undefined : "a password file is not read: give the password in the URL"),
   service: () => "pg_service.conf is not read: give the connection's parameters in the URL",
   hostaddr: () => "give the address as the URL's host",
+  // libpq's lists (a host after another) are not followed: node-postgres connects to one host.
+  host: (v) => (v.includes(",") ? "give one host" : undefined),
+  port: (v) => (/^\d{1,5}$/.test(v) && Number(v) <= 65535 ? undefined : "give one port number"),
+  // PostgreSQL 18's libpq: both drivers speak protocol 3.0.
+  min_protocol_version: (v) => (v === "3.0" ? undefined : "signalbox's Postgres drivers speak protocol 3.0 only: remove it"),
+  max_protocol_version: (v) => (["3.0", "3.2", "latest"].includes(v) ? undefined : "use 3.0, 3.2 or latest"),
 };
 
 /** Why a URL cannot be used as written, one reason per parameter (empty: it can). */

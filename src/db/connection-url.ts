@@ -17,6 +17,7 @@ export type DriverTls = false | ConnectionOptions;
 const CLIENT_PARAMS = [
   "sslmode", "requiressl", "sslrootcert", "sslcert", "sslkey", "sslpassword", "sslcertmode", "sslcrl", "sslcrldir",
   "ssl_min_protocol_version", "ssl_max_protocol_version", "ssl", "uselibpqcompat", "channel_binding", "gssencmode",
+  "min_protocol_version", "max_protocol_version",
   ...DROPPED_PARAMS,
 ];
 
@@ -61,12 +62,32 @@ export function tlsOf(url: string): { url: string; tls: DriverTls } {
       ...(checked && mode !== "verify-full" && !system ? { checkServerIdentity: () => undefined } : {}),
     };
   }
-  let plain = withParam(u, CLIENT_PARAMS);
+  let plain = withParam(withAuthorityParams(u), CLIENT_PARAMS);
   // Once, with libpq's value (the last); `any`, libpq's default, not at all: postgres.js reads the
   // first and refuses the word.
   const attrs = urlParam(plain, "target_session_attrs");
   if (attrs !== undefined) plain = withParam(plain, ["target_session_attrs"], attrs === "any" ? undefined : ["target_session_attrs", attrs]);
   return { url: plain.toString(), tls };
+}
+
+/**
+ * The URL with the host, port, dbname, user and password libpq reads from its query (over the
+ * URL's own: `postgresql:///db?host=h&port=5433`, as libpq's docs write them) moved where both
+ * drivers read them: postgres.js would send them to the server as settings, and connect to the
+ * URL's own host and port. A socket directory (`?host=/dir`) stays: each driver's target reads it.
+ */
+function withAuthorityParams(u: URL): URL {
+  const [host, port, dbname, user, password] = ["host", "port", "dbname", "user", "password"].map((name) => urlParam(u, name) || undefined);
+  const out = new URL(u);
+  const tcpHost = host?.startsWith("/") ? undefined : host;
+  // A URL with no host can carry no port nor user (WHATWG URL): libpq's default host is local.
+  if (tcpHost !== undefined) out.hostname = tcpHost.includes(":") ? `[${tcpHost}]` : tcpHost;
+  else if (out.hostname === "" && (port ?? user ?? password) !== undefined) out.hostname = "localhost";
+  if (port !== undefined) out.port = port;
+  if (dbname !== undefined) out.pathname = `/${encodeURIComponent(dbname)}`;
+  if (user !== undefined) out.username = encodeURIComponent(user);
+  if (password !== undefined) out.password = encodeURIComponent(password);
+  return withParam(out, ["port", "dbname", "user", "password", ...(tcpHost !== undefined ? ["host"] : [])]);
 }
 
 /** Every file in an sslcrldir (libpq's hashed directory: a CRL in each). */

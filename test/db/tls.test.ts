@@ -107,6 +107,45 @@ describe("a URL's TLS parameters", () => {
     expect(() => loadConfig({ DATABASE_URL: "postgres://u@db.example/db?passfile=/home/u/.pgpass" })).toThrow("passfile=/home/u/.pgpass is not supported: a password file is not read");
   });
 
+  // libpq reads host, port, dbname, user and password from the query too, over the URL's own
+  // (`postgresql:///db?host=h&port=5433`, as its docs write them). postgres.js sent them to the
+  // server as settings (the start failed), and connected to the URL's own host and port.
+  it("host, port, dbname, user and password given as query parameters are the URL's own, for both drivers", () => {
+    const given = "postgres://a:b@h1:1/d1?host=h2&port=2&dbname=d2&user=u2&password=p2&application_name=x";
+    expect(postgresJsTarget(given)).toEqual({ url: "postgres://u2:p2@h2:2/d2?application_name=x", ssl: false });
+    expect(nodePostgresTarget(given)).toEqual({ connectionString: "postgres://u2:p2@h2:2/d2?application_name=x", ssl: false });
+    expect(postgresJsTarget("postgresql:///d?dbname=my%20db&user=al%40ice&password=p%2Fw%3A&host=db.example").url).toBe("postgresql://al%40ice:p%2Fw%3A@db.example/my%20db");
+    expect(postgresJsTarget("postgres://u@localhost/d?host=::1&port=6000").url).toBe("postgres://u@[::1]:6000/d");
+    // A socket directory stays the host parameter each driver reads; the port names its socket.
+    expect(postgresJsTarget("postgres:///d?host=/run/pg&port=6000")).toEqual({ url: "postgres://localhost:6000/d", path: "/run/pg/.s.PGSQL.6000", ssl: false });
+    for (const [param, why] of [
+      ["host=a.example,b.example", "one host"],
+      ["port=5432,5433", "one port number"],
+      ["port=x", "one port number"],
+    ]) {
+      expect(() => loadConfig({ DATABASE_URL: `postgres://u@db.example/d?${param}` }), param).toThrow(`DATABASE_URL: ${param} is not supported: `);
+      expect(() => loadConfig({ DATABASE_URL: `postgres://u@db.example/d?${param}` }), param).toThrow(why);
+    }
+  });
+
+  // PostgreSQL 18's libpq bounds the protocol version; both drivers speak 3.0.
+  it("min_protocol_version / max_protocol_version (libpq 18): accepted when 3.0 is allowed, and passed to neither driver; otherwise refused", () => {
+    const base = "postgres://u:p@db.example:5432/db";
+    for (const ok of ["min_protocol_version=3.0", "max_protocol_version=3.0", "max_protocol_version=3.2", "max_protocol_version=latest"]) {
+      expect(() => loadConfig({ DATABASE_URL: `${base}?${ok}` }), ok).not.toThrow();
+      expect(postgresJsTarget(`${base}?${ok}`).url, ok).toBe(base);
+      expect(nodePostgresTarget(`${base}?${ok}`).connectionString, ok).toBe(base);
+    }
+    for (const [param, why] of [
+      ["min_protocol_version=3.2", "speak protocol 3.0 only"],
+      ["min_protocol_version=latest", "speak protocol 3.0 only"],
+      ["max_protocol_version=2.0", "use 3.0, 3.2 or latest"],
+    ]) {
+      expect(() => loadConfig({ DATABASE_URL: `${base}?${param}` }), param).toThrow(`DATABASE_URL: ${param} is not supported: `);
+      expect(() => loadConfig({ DATABASE_URL: `${base}?${param}` }), param).toThrow(why);
+    }
+  });
+
   it("libpq's other TLS parameters: requiressl=1, sslpassword, sslcertmode=disable, sslcrl, sslcrldir, ssl_min/max_protocol_version", async () => {
     const base = "postgres://u:p@db.example:5432/db";
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), "signalbox-tls-unit-"));
@@ -207,6 +246,16 @@ describe("signalbox on a Postgres over TLS whose CA is its own", () => {
     expect(versions.length).toBeGreaterThanOrEqual(4);
     expect(new Set(versions.map((v) => v.version))).toEqual(new Set(["TLSv1.2"])); // TLSv1.3 when not bounded
     await expectTimeoutOverTls(svc, "tls-params", 20_000);
+  }, 90_000);
+
+  it("a URL whose host, port, database and user come as query parameters (libpq's form): every connection goes where they say", async () => {
+    const real = new URL(pg.url);
+    const url = `postgres://nobody@localhost:1/nodb?${new URLSearchParams({ sslmode: "verify-full", sslrootcert: caFile, host: "localhost", port: real.port, dbname: real.pathname.slice(1), user: real.username })}`;
+    const svc = await spawnService(onDatabase(url, { LOG_LEVEL: "warn" }));
+    services.push(svc);
+    await answers200(svc, "/readyz", 60_000);
+    expect((await svc.api("/signal-types/tls-query", { method: "PUT", json: { auth: { scheme: "none" } } })).status).toBeLessThan(300);
+    await expectTimeoutOverTls(svc, "tls-query", 20_000);
   }, 90_000);
 
   it("sslcrl: a list that revokes the server's certificate refuses it; one that does not, does not", async () => {

@@ -18,14 +18,15 @@ afterAll(async () => {
 });
 
 describe("a database URL naming a socket (?host=/dir, as libpq and node-postgres read it)", () => {
-  it("is a postgres.js path to <dir>/.s.PGSQL.<port>, without the host parameter; other URLs are left alone", () => {
+  it("is a postgres.js path to <dir>/.s.PGSQL.<port>, without the host parameter", () => {
     expect(postgresJsTarget("postgres://u:p@127.0.0.1:6543/db?host=%2Fvar%2Frun%2Fpg&sslmode=disable")).toEqual({
       url: "postgres://u:p@127.0.0.1:6543/db",
       path: "/var/run/pg/.s.PGSQL.6543",
       ssl: false,
     });
     expect(postgresJsTarget("postgres://u@localhost/db?host=/tmp").path).toBe("/tmp/.s.PGSQL.5432");
-    expect(postgresJsTarget("postgres://u@db.example:5432/db?host=db2.example")).toEqual({ url: "postgres://u@db.example:5432/db?host=db2.example", ssl: false });
+    // A host that is not a directory is the host, as libpq reads it (test/db/tls.test.ts).
+    expect(postgresJsTarget("postgres://u@db.example:5432/db?host=db2.example")).toEqual({ url: "postgres://u@db2.example:5432/db", ssl: false });
     expect(postgresJsTarget("postgres://u@db.example:5432/db")).toEqual({ url: "postgres://u@db.example:5432/db", ssl: false });
     expect(postgresJsTarget(overSocket("postgres://u:p@127.0.0.1:7000/db", "/a b/c")).path).toBe("/a b/c/.s.PGSQL.7000");
   });
