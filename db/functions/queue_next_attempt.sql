@@ -1,13 +1,17 @@
 -- Queues the next attempt of a delivery that may still pass (a callback, a run start): attempt
 -- n+1 of a round after backoff × 2^(n-1) s, at most an hour (src/delivery/classify-response.ts
 -- retryDelayS), as job `p_task` for `p_id` under its job key (a pending retry is replaced).
--- p_attempt is the attempt just recorded, p_round_start where its round began.
+-- p_attempt is the attempt just recorded, p_round_start where its round began. An attempt that
+-- is its round's start (an earlier round's, recorded after a redelivery began the round: no
+-- attempt of this round yet) queues the next one now: its job replaces the redelivery's, which
+-- was due now (POST .../redeliver answered 202 for "sends now").
 CREATE OR REPLACE FUNCTION "signalbox"."queue_next_attempt"(p_task text, p_id text, p_attempt int, p_round_start int, p_backoff_s double precision)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
   IF (SELECT j.id FROM signalbox.add_job(
         p_task, json_build_object('id', p_id),
-        now() + least(3600, p_backoff_s * 2 ^ greatest(0, p_attempt - p_round_start - 1)) * interval '1 second',
+        now() + CASE WHEN p_attempt = p_round_start THEN 0
+                     ELSE least(3600, p_backoff_s * 2 ^ greatest(0, p_attempt - p_round_start - 1)) END * interval '1 second',
         signalbox.job_max_attempts(), signalbox.job_key(p_task, p_id), 'replace') j) IS NULL THEN
     -- graphile/worker#580: under contention on one key add_job can return no job; the caller retries.
     RAISE EXCEPTION 'add_job returned no job' USING ERRCODE = '40001';

@@ -13,7 +13,8 @@ import { startTestApp, type TestApp } from "../helpers/test-app.ts";
 let app: TestApp;
 const closers: Array<() => Promise<void>> = [];
 beforeAll(async () => {
-  app = await startTestApp({ worker: false, env: { SIGNALBOX_DELIVERY_ENDPOINT_FAILURES: "1000" } });
+  // A backoff of 5 s: a retry's due time tells it from "now" and from the request's limit (10 s).
+  app = await startTestApp({ worker: false, env: { SIGNALBOX_DELIVERY_ENDPOINT_FAILURES: "1000", SIGNALBOX_DELIVERY_BACKOFF_S: "5" } });
   await declareType(app, "approval", { auth: { scheme: "none" } });
 });
 afterAll(async () => {
@@ -34,6 +35,9 @@ async function resolvedWait(run: string, url: string): Promise<string> {
 }
 
 const getWait = (id: string) => body(app.api(`/waits/${id}`));
+/** When the job under `key` is due, in seconds from now. */
+const dueInS = async (key: string) =>
+  (await app.database.sql<Array<{ due_in_s: number }>>`select extract(epoch from run_at - clock_timestamp())::float8 as due_in_s from graphile_worker.jobs where key = ${key}`)[0]?.due_in_s;
 const attempts = (id: string) => app.database.sql`select attempt, status_code, outcome from signalbox.delivery_attempts where wait_id = ${id} order by attempt`;
 
 // POST /waits/{id}/redeliver (or /runs/{run}/start/redeliver) while an attempt sent before it is
@@ -58,6 +62,7 @@ describe("redeliver while an earlier attempt is in flight", () => {
 
     old.release(404); // the old request's answer comes now
     await waitFor("the old attempt recorded", () => attempts(id), { until: (rows) => rows.length === 1 });
+    expect(await dueInS(`deliver:${id}`), "the redelivery still sends now, not after the old attempt's backoff").toBeLessThanOrEqual(0);
     await delivery.deliver([id]); // the redelivery's job (due now)
 
     expect(engine.received.length, "requests the endpoint got: the redelivery queued with 202 must send one").toBe(2);
@@ -108,6 +113,7 @@ describe("redeliver while an earlier attempt is in flight", () => {
     const start = () => body(app.api("/runs/start-in-flight-1/start"));
     const recorded = await waitFor("the old attempt recorded", start, { until: (s) => s.delivery.attempts === 1 });
     expect(recorded.delivery).toEqual({ status: "pending", attempts: 1, last_error: "HTTP 404" });
+    expect(await dueInS("start:start-in-flight-1"), "the redelivery still sends now").toBeLessThanOrEqual(0);
 
     await deliverStart(app.deps, "start-in-flight-1", undefined, delivery); // the redelivery's job
     expect(engine.received).toHaveLength(2);
@@ -117,7 +123,7 @@ describe("redeliver while an earlier attempt is in flight", () => {
 
 // A callback handed off (unanswered after HAND_OFF_MS) whose answer, a 503, comes while its batch
 // job is still busy with another callback. The background record queues the retry at the wait's
-// backoff (0.05 s here); the batch job then added "the job due after the limit" under the same
+// backoff (5 s here); the batch job then added "the job due after the limit" under the same
 // key, replacing that retry: attempt 2 went ~12 s later. The background record now waits for that
 // job to be queued.
 describe("a handed-off callback answered with a retryable status while its batch is still running", () => {
@@ -137,8 +143,8 @@ describe("a handed-off callback answered with a retryable status while its batch
     const [w] = await sql<{ delivery_status: string; delivery_attempts: number }[]>`select delivery_status, delivery_attempts from signalbox.waits where id = ${a}`;
     expect(w).toEqual({ delivery_status: "pending", delivery_attempts: 1 });
     const [job] = await sql<{ due_in_s: number }[]>`select extract(epoch from run_at - now())::float8 as due_in_s from graphile_worker.jobs where key = ${"deliver:" + a}`;
-    // Attempt 1 answered 503: attempt 2 is due 0.05 s after it (SIGNALBOX_DELIVERY_BACKOFF_S).
-    expect(job!.due_in_s, "seconds until attempt 2").toBeLessThan(2);
+    // Attempt 1 answered 503: attempt 2 is due 5 s after it (SIGNALBOX_DELIVERY_BACKOFF_S), not ~10 s.
+    expect(job!.due_in_s, "seconds until attempt 2").toBeLessThan(6);
     await engine.stop();
   });
 });
