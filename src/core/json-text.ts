@@ -20,6 +20,12 @@ export function parseJsonText(text: string): unknown {
   return JSON.parse(text, keepNumberText as (key: string, value: unknown) => unknown);
 }
 
+/** The JSON value of `text` with every number as its text as written (`1.0`, `12345678901234567891`). */
+export function parseNumbersAsWritten(text: string): unknown {
+  return JSON.parse(text, ((_key: string, value: unknown, context?: ReviverContext) =>
+    typeof value === "number" && context?.source !== undefined ? context.source : value) as (key: string, value: unknown) => unknown);
+}
+
 /** Depth of nested arrays and objects in a JSON value, stopping early past `limit`. */
 export function jsonDepthExceeds(text: string, limit: number): boolean {
   let depth = 0;

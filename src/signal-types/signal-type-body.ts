@@ -25,7 +25,7 @@ export const SignalTypeBodySchema = z
         tolerance_s: z.number().int().min(1).max(86400).optional().openapi({ description: "Timestamp skew allowed both ways (default 300)" }),
         header: z.string().regex(/^[A-Za-z0-9-]{1,100}$/).optional().openapi({ description: "hmac-sha256: the header with the hex digest" }),
         run_pointer: z.string().regex(JSON_POINTER).max(200).optional().openapi({
-          description: "JSON Pointer into the payload whose value must equal the run in the URL",
+          description: "JSON Pointer into the payload whose value (a string, or a number as written: 1.0 is not run 1) must equal the run in the URL",
           example: "/metadata/run_id",
         }),
         replay_across_runs: z.boolean().optional().openapi({

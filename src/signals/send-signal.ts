@@ -6,7 +6,7 @@ import { BadRequestError, type ValidationIssue } from "../core/errors.ts";
 import { newId } from "../core/ids.ts";
 import { valueAt } from "../core/json-pointer.ts";
 import { findUnstorable, toStorable } from "../core/storable-text.ts";
-import { jsonDepthExceeds } from "../core/json-text.ts";
+import { jsonDepthExceeds, parseNumbersAsWritten } from "../core/json-text.ts";
 import type { Queryable, Tx } from "../db/client.ts";
 import { lockRun } from "../runs/run-lock.ts";
 import { validatePayload } from "../signal-types/payload-schema.ts";
@@ -76,7 +76,7 @@ export async function sendSignal(deps: Pick<Deps, "db" | "secretBox" | "signalTy
   // Checked before the webhook-id is claimed: a copy sent to another run's URL is refused
   // without a receipt, so it cannot take the id from the genuine delivery to the named run. A
   // body that is not JSON names no run: it is recorded as invalid_json below, as before.
-  if (!input.credentials.management && typeAuth.run_pointer !== undefined && "value" in parsed && !pointsAtRun(parsed.value, typeAuth.run_pointer, input.runId)) {
+  if (!input.credentials.management && typeAuth.run_pointer !== undefined && "value" in parsed && !pointsAtRun(parsed, typeAuth.run_pointer, input.runId)) {
     return UNAUTHENTICATED;
   }
   // A signed webhook-id belongs to the first run it reached, whatever became of it there: a
@@ -203,8 +203,13 @@ function openAuth(box: SecretBox | undefined, type: SignalTypeRow): SignalAuth {
   return { ...auth, secrets: openSecrets(box, auth.secrets, type.name) };
 }
 
-/** True when the JSON Pointer `pointer` in `value` holds the run id (a string, or a number written the same). */
-function pointsAtRun(value: unknown, pointer: string, runId: string): boolean {
-  const here = valueAt(value, pointer);
-  return (typeof here === "string" || typeof here === "number") && String(here) === runId;
+/**
+ * True when the JSON Pointer `pointer` in the body holds the run id: a string, or a number whose
+ * digits as written are the run id's. Through a double, 12345678901234567891 would be run
+ * 12345678901234567000 (a delivery signed for one run, accepted at another's URL), and 1.0 run 1.
+ */
+function pointsAtRun(parsed: { text: string; value: unknown }, pointer: string, runId: string): boolean {
+  const here = valueAt(parsed.value, pointer);
+  if (typeof here === "number") return valueAt(parseNumbersAsWritten(parsed.text), pointer) === runId;
+  return here === runId;
 }

@@ -330,6 +330,28 @@ describe("run binding (auth.run_pointer) for schemes that sign no id", () => {
       const a = await post(app, r1, t.type, body, await t.sign(body));
       expect(a.status, a.text).toBe(202);
     });
+
+    // Compared through a double, 12345678901234567891 was run 12345678901234567000: its own run
+    // refused the delivery, and that other run accepted it. `1.0` was run 1.
+    it("a number is its digits as written: a 64-bit id matches its own run and no other; 1.0 is not run 1", async () => {
+      const digits = "12345678901234567891"; // each type has its own waits
+      const rounded = String(Number(digits));
+      expect(rounded).not.toBe(digits);
+      const own = await openWaitFor(app, digits, t.type);
+      const other = await openWaitFor(app, rounded, t.type);
+      const body = t.payload(0).replace(/\b0\b/, digits);
+      const h = await t.sign(body);
+      await expectRefusedUnchanged(app, () => post(app, rounded, t.type, body, h));
+      expect(await waitStatus(app, other)).toBe("waiting");
+      const a = await post(app, digits, t.type, body, h);
+      expect(a.status, a.text).toBe(202);
+      expect(await waitStatus(app, own)).toBe("received");
+
+      const one = String(++n);
+      await openWaitFor(app, one, t.type);
+      const written = t.payload(0).replace(/\b0\b/, `${one}.0`);
+      await expectRefusedUnchanged(app, async () => post(app, one, t.type, written, await t.sign(written)));
+    });
   });
 
   it("without run_pointer a body-only signature does not bind the run: documented residual risk (API.md: set run_pointer)", async () => {

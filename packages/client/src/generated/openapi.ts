@@ -809,7 +809,7 @@ export interface components {
             /** @description hmac-sha256: the header with the hex digest */
             header?: string;
             /**
-             * @description JSON Pointer into the payload whose value must equal the run in the URL
+             * @description JSON Pointer into the payload whose value (a string, or a number as written: 1.0 is not run 1) must equal the run in the URL
              * @example /metadata/run_id
              */
             run_pointer?: string;
