@@ -157,6 +157,14 @@ const keptForTypeS = (signalType: string) =>
   sql`2 * coalesce((select (t.auth ->> 'tolerance_s')::int from signalbox.signal_types t where t.name = ${signalType}::text), 0)`;
 
 /**
+ * Beyond twice the tolerance, a receipt is kept this much longer. The signature's check reads the
+ * process's clock in whole seconds, bounds included (a delivery verifies until the end of its last
+ * second), and that clock may run a little ahead of the database's, which dates the receipt: kept
+ * exactly 2 × tolerance, it could be purged while a replay of its delivery still verified.
+ */
+const RECEIPT_MARGIN_S = 5;
+
+/**
  * Claims a signed webhook id for a run; returns the run that holds it (this one, or the one
  * that claimed it first). The primary key decides between concurrent claims, not a read.
  *
@@ -168,7 +176,7 @@ export async function claimWebhookId(q: Queryable, signalType: string, webhookId
   // DO UPDATE waits for a concurrent claim to commit and returns the row that won.
   const [holder] = await q.execute<{ run_id: string }>(sql`
     insert into signalbox.webhook_receipts (signal_type, webhook_id, run_id, expires_at)
-    values (${signalType}::text, ${webhookId}::text, ${runId}::text, now() + greatest(${keepS}::int, ${keptForTypeS(signalType)}) * interval '1 second')
+    values (${signalType}::text, ${webhookId}::text, ${runId}::text, now() + (greatest(${keepS}::int, ${keptForTypeS(signalType)}) + ${RECEIPT_MARGIN_S}::int) * interval '1 second')
     on conflict (signal_type, webhook_id) do update set expires_at = greatest(webhook_receipts.expires_at, excluded.expires_at)
     returning run_id`);
   return holder!.run_id;

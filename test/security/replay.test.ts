@@ -119,6 +119,22 @@ describe("standard-webhooks: one webhook-id, one run", () => {
     await withProcessClockAhead(2, () => expectRefusedUnchanged(app, () => post(app, r1, "sw-short", body, h))); // past the window
   });
 
+  // The signature's check reads whole seconds, bounds included: a delivery dated a tolerance
+  // ahead still verifies up to a second after 2 × tolerance from its first claim. Its receipt was
+  // kept only 2 × tolerance, so the sweep could purge it while a replay to another run verified.
+  it("a receipt outlives the last moment its delivery verifies: replayed to another run then, after the sweep, 401", async () => {
+    const at = (Math.floor(Date.now() / 1000) + 1) * 1000; // on a whole second, as any request may be
+    const body = '{"ok":true}';
+    const h = signStandard(SW, body, { ts: at / 1000 + 1 }); // the sender's clock a tolerance (1 s) ahead
+    const first = await withProcessClockAhead((at - Date.now()) / 1000, () => post(app, run("edge-a"), "sw-short", body, h));
+    expect(first.status, first.text).toBe(202);
+    await advanceClock(app, 2.1);
+    await purgeExpiredReceipts(app.deps.db);
+    // The process's clock reads ts + tolerance (whole seconds): the delivery still verifies.
+    const replay = await withProcessClockAhead((at + 2100 - Date.now()) / 1000, () => post(app, run("edge-b"), "sw-short", body, h));
+    expect(replay.status, `replay to another run: ${replay.text}`).toBe(401);
+  });
+
   describe("cross-run replay is refused and writes nothing", () => {
     it("an accepted delivery replayed to another run that has an open wait: 401; that wait stays waiting", async () => {
       const a = run("cross-a");
