@@ -218,6 +218,10 @@ export function createApp(deps: AppDeps) {
       return problemResponse(c, problemFromError(err), headers);
     }
     const status = (err as { status?: unknown }).status;
+    if (status === 415) {
+      // @hono/zod-openapi's answer to a JSON body sent as another type: a malformed body (API.md), 400.
+      return problemResponse(c, { type: "https://signalbox.dev/problems/bad-request", title: "Bad Request", status: 400, detail: "send the body as JSON, with Content-Type: application/json" });
+    }
     if (typeof status === "number" && status >= 400 && status < 500) {
       // hono's own HTTPExceptions (e.g. a malformed JSON body): a client error, said plainly.
       return problemResponse(c, { type: "https://signalbox.dev/problems/bad-request", title: "Bad Request", status, detail: err.message || "malformed request" });

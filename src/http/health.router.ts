@@ -32,7 +32,8 @@ const readyz = createRoute({
     "200 when the database answers (and this process's LISTEN connection delivers) and the job worker (timeouts, callbacks) is running and finds jobs, else 503 with the failing check and each part behind it. Answers within about a second. Use it as the readiness probe.",
   tags: ["Operations"],
   security: noSecurity,
-  request: { query: z.object({ verbose: z.string().optional().openapi({ description: "Present: list every part behind the checks, also when ready" }) }) },
+  // Given twice (a proxy adding its own), it is still present: the public probe answers 200 or 503 only.
+  request: { query: z.object({ verbose: z.union([z.string(), z.array(z.string())]).optional().openapi({ description: "Present: list every part behind the checks, also when ready" }) }) },
   responses: { 200: json(Health, "Ready"), 503: json(Health, "Not ready") },
 });
 

@@ -83,6 +83,17 @@ describe("bad input changes nothing", () => {
     }
   });
 
+  // @hono/zod-openapi answers 415, which no operation documents, titled "Bad Request".
+  describe("a management body not sent as JSON (text/plain, no content-type) is 400, saying to send JSON", () => {
+    for (const [method, path] of MANAGEMENT_WRITES) {
+      it.each([{ "content-type": "text/plain" }, { "content-type": "" }])(`${method} ${path}: %j`, async (headers) => {
+        const problem = await expectRefused(method, path, { body: '{"auth":{"scheme":"none"},"signal":"approval"}', headers, status: 400 });
+        expect(problem.detail).toContain("application/json");
+        expect(await snapshot()).toBe(baseline);
+      });
+    }
+  });
+
   describe("wrong types, unknown fields and bad values in management bodies are 400 naming the field", () => {
     const cases: Array<[string, string, unknown, string]> = [
       ["PUT", "/signal-types/victim-type", { auth: "none" }, "/auth"],

@@ -1535,7 +1535,7 @@ export interface operations {
         parameters: {
             query?: {
                 /** @description Present: list every part behind the checks, also when ready */
-                verbose?: string;
+                verbose?: string | string[];
             };
             header?: never;
             path?: never;
