@@ -18,6 +18,8 @@ export const MAX_MANAGEMENT_JSON_DEPTH = 80;
  * cannot store NUL in text or jsonb, nor lone surrogates in jsonb). Intake is left alone: it
  * reads its raw body itself and answers in its own outcomes.
  */
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
+
 export function inputGuard(opts: { skipBody(method: string, path: string): boolean }): MiddlewareHandler {
   return async function inputGuard(c, next) {
     const rawUrl = (c.env as { incoming?: { url?: string } } | undefined)?.incoming?.url ?? new URL(c.req.url).pathname;
@@ -39,7 +41,14 @@ export function inputGuard(opts: { skipBody(method: string, path: string): boole
     const method = c.req.method;
     const hasBody = method === "POST" || method === "PUT" || method === "PATCH";
     if (hasBody && !opts.skipBody(method, c.req.path) && /json/i.test(c.req.header("content-type") ?? "")) {
-      const text = await c.req.text(); // cached: the route's validator parses the same text
+      // Cached: the route's validator parses the same body. Decoded strictly: leniently, bytes
+      // that are not UTF-8 became U+FFFD and were stored so, a body changed without a word.
+      let text: string;
+      try {
+        text = strictUtf8.decode(await c.req.arrayBuffer());
+      } catch {
+        throw new BadRequestError("the body is not valid UTF-8", [{ path: "", message: "is not valid UTF-8" }]);
+      }
       if (jsonDepthExceeds(text, MAX_MANAGEMENT_JSON_DEPTH)) {
         throw new BadRequestError(`the body must not nest deeper than ${MAX_MANAGEMENT_JSON_DEPTH} levels`, [{ path: "", message: "nests too deeply" }]);
       }

@@ -83,6 +83,25 @@ describe("bad input changes nothing", () => {
     }
   });
 
+  // Decoded leniently, the bad bytes were stored as U+FFFD: a body changed, silently (intake refuses them).
+  describe("a management body that is not valid UTF-8 is 400, and changes nothing", () => {
+    const valid: Record<string, string> = {
+      "/signal-types/victim-type": '{"auth":{"scheme":"none"},"description":"X"}',
+      "/runs/victim/waits": '{"signal":"approval","metadata":{"note":"X"}}',
+      "/runs/victim/cancel": '{"reason":"X"}',
+      "/signals/batch": '{"signals":[{"run_id":"victim","signal":"buffered","payload":{"note":"X"}}]}',
+    };
+    for (const [method, path] of MANAGEMENT_WRITES) {
+      it(`${method} ${path}`, async () => {
+        const json = Buffer.from(valid[path]!);
+        const bad = Buffer.concat([json.subarray(0, json.indexOf("X")), Buffer.from([0xc3, 0x28]), json.subarray(json.indexOf("X") + 1)]);
+        const problem = await expectRefused(method, path, { body: bad, status: 400 });
+        expect(problem.detail).toContain("UTF-8");
+        expect(await snapshot()).toBe(baseline);
+      });
+    }
+  });
+
   // @hono/zod-openapi answers 415, which no operation documents, titled "Bad Request".
   describe("a management body not sent as JSON (text/plain, no content-type) is 400, saying to send JSON", () => {
     for (const [method, path] of MANAGEMENT_WRITES) {
