@@ -1,9 +1,8 @@
-import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
-import { serve } from "@hono/node-server";
 import { createApp } from "./app.ts";
 import { closeServer } from "./http/close-server.ts";
-import { connectionLimits, limitConnections, serverOptions } from "./http/connection-limits.ts";
+import { connectionLimits } from "./http/connection-limits.ts";
+import { startHttpServer } from "./http/http-server.ts";
 import { bootstrapSecrets } from "./auth/bootstrap-secrets.ts";
 import { parseSecretKey, SecretBox } from "./auth/secret-box.ts";
 import { loadConfig } from "./config.ts";
@@ -162,8 +161,7 @@ async function main() {
     },
   });
   const limits = connectionLimits(config);
-  const server = serve({ fetch: app.fetch, port: config.PORT, hostname: "0.0.0.0", serverOptions: serverOptions(limits) });
-  limitConnections(server as Server, limits);
+  const { server } = startHttpServer(app.fetch, { port: config.PORT, hostname: "0.0.0.0", limits });
   try {
     await new Promise<void>((resolve, reject) => {
       server.once("listening", resolve);

@@ -1,6 +1,7 @@
 import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { z } from "@hono/zod-openapi";
+import { RequestError } from "@hono/node-server";
 import { ServiceError, type ValidationIssue } from "../core/errors.ts";
 
 export const PROBLEM_CONTENT_TYPE = "application/problem+json";
@@ -46,4 +47,17 @@ export function problemResponse(c: Context, problem: Problem, headers: Record<st
 
 export function badRequest(detail: string, issues: ValidationIssue[]): Problem {
   return problemFromError(new ServiceError(400, "Bad Request", detail, { validation_errors: issues.slice(0, 20) }));
+}
+
+/**
+ * The answer to a request @hono/node-server could not make a Request of (a Host header or a
+ * target that makes no URL), which it answered with a bare 400: the app never saw it. Any other
+ * error that reaches the server (none should: the app answers its own) is a 500, as a problem too.
+ */
+export function unreadableRequest(err: unknown): Response {
+  const problem: Problem =
+    err instanceof RequestError
+      ? problemFromError(new ServiceError(400, "Bad Request", "the request's Host header or target does not make a URL"))
+      : { type: "https://signalbox.dev/problems/internal", title: "Internal Server Error", status: 500, detail: "unexpected error" };
+  return new Response(JSON.stringify(problem), { status: problem.status, headers: { "content-type": PROBLEM_CONTENT_TYPE } });
 }

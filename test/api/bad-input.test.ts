@@ -1,3 +1,4 @@
+import net from "node:net";
 // "Bad input gets a clear 4xx problem+json and changes nothing; no input produces a 5xx."
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { body, declareType, intake, openWait, rawRequest } from "../helpers/http.ts";
@@ -506,6 +507,20 @@ describe("no input produces a 5xx", () => {
     // The service is still fine afterwards.
     expect((await fetch(`${app.baseUrl}/readyz`)).status).toBe(200);
     expect((await body(app.api("/runs/existing-run"))).open_waits).toBe(1);
+  });
+
+  // Refused by @hono/node-server before the app sees them: it answered a bare 400 with no body.
+  it("a request whose Host header or target makes no URL is 400 problem+json", async () => {
+    for (const [target, host] of [["/healthz", "a b"], ["/healthz", "["], ["/\\evil/x", "localhost"], ["/readyz", "x:99999"]]) {
+      const head = await new Promise<string>((resolve, reject) => {
+        const socket = net.connect(new URL(app.baseUrl).port as unknown as number, "127.0.0.1", () => socket.end(`GET ${target} HTTP/1.1\r\nHost: ${host}\r\nConnection: close\r\n\r\n`));
+        let got = "";
+        socket.on("data", (d) => (got += d.toString("latin1"))).on("end", () => resolve(got)).on("error", reject);
+      });
+      const where = `GET ${target} (Host: ${host}) -> ${head.slice(0, 200)}`;
+      expect(head.split("\r\n")[0], where).toMatch(/^HTTP\/1\.1 4\d\d /);
+      expect(head, where).toMatch(/\r\ncontent-type: application\/problem\+json/i);
+    }
   });
 
   it("random query strings and paths", async () => {

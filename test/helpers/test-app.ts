@@ -1,7 +1,5 @@
-import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { randomBytes } from "node:crypto";
-import { serve, type ServerType } from "@hono/node-server";
 import postgres from "postgres";
 import { afterAll, beforeAll, inject } from "vitest";
 import type { Writable } from "node:stream";
@@ -17,7 +15,8 @@ import { callbackKey } from "../../src/auth/bootstrap-secrets.ts";
 import { ChangeFeed } from "../../src/events/change-feed.ts";
 import { SignalTypeCache } from "../../src/signal-types/signal-type-cache.ts";
 import { closeServer } from "../../src/http/close-server.ts";
-import { connectionLimits, limitConnections, serverOptions } from "../../src/http/connection-limits.ts";
+import { connectionLimits } from "../../src/http/connection-limits.ts";
+import { startHttpServer } from "../../src/http/http-server.ts";
 import { startWorker, type Worker } from "../../src/worker/runner.ts";
 import { TEMPLATE_DB, withDatabase } from "./global-setup.ts";
 
@@ -153,8 +152,7 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
     readiness: { database: () => pingDatabase(database.db), worker: () => worker?.healthy() ?? false },
   });
   const limits = connectionLimits(config);
-  const server: ServerType = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1", serverOptions: serverOptions(limits) });
-  const connections = limitConnections(server as Server, limits);
+  const { server, connections } = startHttpServer(app.fetch, { port: 0, hostname: "127.0.0.1", limits });
   await new Promise<void>((resolve) => server.once("listening", resolve));
   const baseUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 
