@@ -104,10 +104,10 @@ export class IntakeBatcher {
       this.#metrics?.intakeBatchSize.observe(batch.length);
       batch.forEach((q, i) => q.resolve(answers[i]!));
     } catch (err) {
-      // A Postgres error (it has a SQLSTATE) rolled the batch back: one bad signal must not fail
-      // its neighbours, so each goes again on its own. Without one (the connection broke) the
-      // batch may have committed, and sending it again could record it twice: fail them all.
-      if (batch.length === 1 || !pgCode(err)) return batch.forEach((q) => q.reject(err));
+      // A statement's error rolled the batch back: one bad signal must not fail its neighbours,
+      // so each goes again on its own. Otherwise (the connection broke) the batch may have
+      // committed, and sending it again could record it twice: fail them all.
+      if (batch.length === 1 || !rolledBackByStatement(err)) return batch.forEach((q) => q.reject(err));
       await Promise.all(batch.map((q) => this.#run([q])));
     }
   }
@@ -116,6 +116,18 @@ export class IntakeBatcher {
   #send(items: BatchItem[]): Promise<BatchAnswer[]> {
     return retryingRollbacks(() => acceptSignals(this.#db, items));
   }
+}
+
+/**
+ * Whether Postgres answered the batch's statement with an error (severity ERROR, with its
+ * SQLSTATE), which rolled it back. Not a socket's error: Node's codes (EPIPE) are five letters
+ * too, and the batch may have committed before the connection broke.
+ */
+function rolledBackByStatement(err: unknown): boolean {
+  for (let e = err, i = 0; i < 3 && e && typeof e === "object"; e = (e as { cause?: unknown }).cause, i++) {
+    if ((e as { severity?: unknown }).severity === "ERROR" && pgCode(e) !== undefined) return true;
+  }
+  return false;
 }
 
 const batchers = new WeakMap<Db, IntakeBatcher>();
