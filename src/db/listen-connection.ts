@@ -1,13 +1,23 @@
 import postgres from "postgres";
 import type { Log } from "../core/logger.ts";
+import { withinMs } from "../core/time-limit.ts";
 import { CONNECT_TIMEOUT_S, reconnectDelayS } from "./client.ts";
 import { postgresJs } from "./connection-url.ts";
+import { guardedSockets } from "./silent-connections.ts";
 
 /** What the change feed and the signal type cache use of a postgres.js client: LISTEN and NOTIFY. */
 export interface Listener {
   listen(channel: string, onNotify: (payload: string) => void, onListen?: () => void): Promise<{ unlisten(): Promise<void> }>;
   notify(channel: string, payload: string): Promise<unknown>;
 }
+
+/**
+ * How long a renewal may take to listen again on every channel: a connect (CONNECT_TIMEOUT_S)
+ * and a LISTEN each, quick on a database that answers (renew runs only while it does). Its new
+ * connection may go silent too (a failover or a network cut: open, no answer); waited on, it
+ * would hold the supervisor, which renews nothing more, for good.
+ */
+const RENEW_MS = 5_000;
 
 interface Subscription {
   channel: string;
@@ -30,7 +40,19 @@ export class ListenConnection implements Listener {
 
   constructor(url: string) {
     // Reconnects as soon as the pool's clients do (client.ts): postgres.js's own backoff grows to 20 s.
-    this.#open = () => postgresJs(url, { max: 1, connect_timeout: CONNECT_TIMEOUT_S, backoff: reconnectDelayS, onnotice: () => {}, connection: { application_name: "signalbox-listen" } });
+    // Its sockets are guarded as the pool's are: one that leaves a statement (a NOTIFY, a LISTEN,
+    // the goodbye of a client ended) unanswered is dropped. An idle LISTEN sends nothing, so it
+    // is not judged by this: a silent one is found by `renew`'s supervisor.
+    const socket = guardedSockets();
+    this.#open = () =>
+      postgresJs(url, {
+        max: 1,
+        connect_timeout: CONNECT_TIMEOUT_S,
+        backoff: reconnectDelayS,
+        onnotice: () => {},
+        connection: { application_name: "signalbox-listen" },
+        ...({ socket } as object), // postgres.js's own option, missing from its types
+      });
     this.#sql = this.#open();
   }
 
@@ -50,12 +72,21 @@ export class ListenConnection implements Listener {
     return this.#sql.notify(channel, payload);
   }
 
-  /** Listens on every channel again on a new client; the old one is ended without waiting on it. */
+  /**
+   * Listens on every channel again on a new client; the old one is ended without waiting on it.
+   * Fails after RENEW_MS, the new client ended too: the next renewal starts afresh.
+   */
   async renew(): Promise<void> {
     const old = this.#sql;
-    this.#sql = this.#open();
+    const sql = (this.#sql = this.#open());
     void old.end({ timeout: 0 }).catch(() => {});
-    for (const sub of this.#subscriptions) sub.unlisten = (await this.#sql.listen(sub.channel, sub.onNotify, sub.onListen)).unlisten;
+    const listening = (async () => {
+      for (const sub of this.#subscriptions) sub.unlisten = (await sql.listen(sub.channel, sub.onNotify, sub.onListen)).unlisten;
+    })();
+    await withinMs(listening, RENEW_MS, "listening on a new connection").catch((err: unknown) => {
+      void sql.end({ timeout: 0 }).catch(() => {});
+      throw err;
+    });
   }
 
   async close(): Promise<void> {

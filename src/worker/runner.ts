@@ -2,6 +2,7 @@ import { EventEmitter } from "node:events";
 import pg from "pg";
 import { run, type Runner, type TaskList, type WorkerEvents } from "graphile-worker";
 import { workerLogger } from "../core/logger.ts";
+import { withinMs } from "../core/time-limit.ts";
 import { nodePostgresTarget } from "../db/connection-url.ts";
 import { armDeadlineAlarm } from "../jobs/deadline-alarm.ts";
 import { forgetPool, heartbeat, releaseDeadPools, releasePool, scheduleSweep } from "../jobs/worker-pools.ts";
@@ -52,6 +53,14 @@ interface Incarnation {
 }
 
 const STOP_RUNNER_MS = 4_000;
+/**
+ * How long graphile-worker's run() may take to start a runner on its new pool. It checks its
+ * migrations (applied at start, by migrate.ts) and prepares: well under a second on a database
+ * that answers. A connection that went silent right after it connected (a failover or a network
+ * cut: open, no answer) would hold it for good, and connectionTimeoutMillis only bounds the
+ * connect; the supervisor would then never try again.
+ */
+const START_RUNNER_MS = 15_000;
 /** How graphile-worker 0.18's LocalQueue logs a fetch that failed (it emits no event for it). */
 const LOCAL_QUEUE_FETCH_FAILED = "Error occurred fetching jobs";
 /**
@@ -159,7 +168,10 @@ interface RunnerOptions extends WorkerOptions {
 async function superviseRunner(deps: TaskDeps, opts: RunnerOptions): Promise<SupervisedRunner & { onRestart?: () => Promise<void> }> {
   // Certificate files are read once, here: a pool built again later never fails on them.
   const target = nodePostgresTarget(opts.databaseUrl);
+  // The clients of each pool, so that ending it can end those still held (endPool).
+  const poolClients = new WeakMap<pg.Pool, Set<pg.Client>>();
   const newPool = () => {
+    const clients = new Set<pg.Client>();
     const pgPool = new pg.Pool({
       ...target,
       max: opts.concurrency + 3,
@@ -169,11 +181,21 @@ async function superviseRunner(deps: TaskDeps, opts: RunnerOptions): Promise<Sup
     });
     // Without these an idle client's error would crash the process (graphile/worker#178).
     pgPool.on("error", (err) => deps.log.warn({ err, runner: opts.name }, "worker pool connection error"));
-    pgPool.on("connect", (client) => client.on("error", (err) => deps.log.warn({ err, runner: opts.name }, "worker client error")));
+    pgPool.on("connect", (client) => {
+      client.on("error", (err) => deps.log.warn({ err, runner: opts.name }, "worker client error"));
+      clients.add(client);
+      client.once("end", () => clients.delete(client));
+    });
+    poolClients.set(pgPool, clients);
     return pgPool;
   };
-  // Its connections may hang (a failover that left them silent): nothing waits for it.
-  const endPool = (pgPool: pg.Pool) => bounded(pgPool.end().catch(() => {}), 500);
+  // Its connections may hang (a failover that left them silent): nothing waits for it. A client
+  // still held after that (a query sent into a silent connection) would keep its socket, and the
+  // pool, for good: it is ended too (node-postgres destroys the socket of a client mid-query).
+  const endPool = async (pgPool: pg.Pool) => {
+    await bounded(pgPool.end().catch(() => {}), 500);
+    for (const client of poolClients.get(pgPool) ?? []) void client.end().catch(() => {});
+  };
   const silenceMs = pollSilenceMs(opts.pollIntervalMs);
 
   let current: Incarnation | undefined;
@@ -228,7 +250,7 @@ async function superviseRunner(deps: TaskDeps, opts: RunnerOptions): Promise<Sup
     // database went away); it may then take long to finish, or never. Replace it at once.
     events.on("pool:gracefulShutdown", () => dying(me, "the worker pool is shutting down by itself"));
     events.on("pool:forcefulShutdown", () => dying(me, "the worker pool is shutting down by itself"));
-    me.runner = await run({
+    const starting = run({
       pgPool: me.pgPool,
       events,
       noHandleSignals: true,
@@ -246,15 +268,18 @@ async function superviseRunner(deps: TaskDeps, opts: RunnerOptions): Promise<Sup
       // enough) the supervisor releases whatever the pool id still holds (`releaseWhenFinished`),
       // and its own retries of handing them back only unlock rows still locked by its id.
       preset: { worker: { completeJobBatchDelay: 0, failJobBatchDelay: 0, localQueue: { size: opts.concurrency } } },
-    }).catch(async (err: unknown) => {
+    });
+    try {
+      me.runner = await withinMs(starting, START_RUNNER_MS, "starting the job runner");
+    } catch (err) {
+      // Given up on (the caller tries again on a new pool): should it start after all, nobody supervises it.
+      void starting.then((runner) => ((me.runner = runner), discard(me)), () => {});
       await endPool(me.pgPool);
       throw err;
-    });
+    }
     if (me.dying || stopping) {
       // Shut down while starting, or the process began stopping meanwhile (its stop found no runner to stop).
-      await bounded(me.runner.stop().catch(() => {}), STOP_RUNNER_MS);
-      if (me.poolId) await bounded(releasePool(deps.db, me.poolId).catch(() => {}), 500);
-      await endPool(me.pgPool);
+      await discard(me);
       throw new Error(stopping ? "the worker is stopping" : "the worker pool shut down while starting");
     }
     current = me;
@@ -262,6 +287,13 @@ async function superviseRunner(deps: TaskDeps, opts: RunnerOptions): Promise<Sup
       () => dying(me, "the job runner stopped"),
       (err: unknown) => dying(me, "the job runner stopped", err),
     );
+  }
+
+  /** Stops a runner that will not be supervised, releases the jobs it holds and ends its pool. */
+  async function discard(me: Incarnation): Promise<void> {
+    await bounded(me.runner.stop().catch(() => {}), STOP_RUNNER_MS);
+    if (me.poolId) await bounded(releasePool(deps.db, me.poolId).catch(() => {}), 500);
+    await endPool(me.pgPool);
   }
 
   function dying(me: Incarnation, why: string, err?: unknown) {
