@@ -1,6 +1,5 @@
-import { afterAll, expect, it } from "vitest";
-import { serviceOnOwnPostgres } from "../helpers/own-postgres-service.ts";
-import { startSilencingProxy, type SilencingProxy } from "../helpers/silencing-proxy.ts";
+import { expect, it } from "vitest";
+import { serviceBehindSilencingProxy } from "../helpers/silencing-proxy.ts";
 import { answers200 } from "../helpers/service-process.ts";
 import { waitFor } from "../helpers/wait-for.ts";
 
@@ -10,20 +9,10 @@ import { waitFor } from "../helpers/wait-for.ts";
 // connections work again. The supervisor must not wait on that LISTEN for good: /readyz is
 // ready again, a long-poll is woken by a signal's NOTIFY, and no silent connection is left open.
 
-let proxy: SilencingProxy;
-const own = serviceOnOwnPostgres("silent-renew", {}, async (pg) => {
-  const u = new URL(pg.url);
-  proxy = await startSilencingProxy({ host: u.hostname, port: Number(u.port) });
-  u.port = String(proxy.port);
-  return u.toString();
-});
-
-afterAll(async () => {
-  await proxy?.close();
-});
+const own = serviceBehindSilencingProxy("silent-renew");
 
 it("a LISTEN renewed onto a connection that goes silent comes back once new connections work", async () => {
-  const { svc } = own;
+  const { svc, proxy } = own;
   proxy.silenceNew("signalbox-listen");
   expect(proxy.silence("signalbox-listen")).toBeGreaterThan(0);
   await waitFor("the renewal", () => svc.output().includes("the LISTEN connection stopped delivering"), { timeoutMs: 30_000 });

@@ -1,7 +1,6 @@
-import { afterAll, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import { startCallbackReceiver } from "../helpers/callback-receiver.ts";
-import { serviceOnOwnPostgres } from "../helpers/own-postgres-service.ts";
-import { startSilencingProxy, type SilencingProxy } from "../helpers/silencing-proxy.ts";
+import { serviceBehindSilencingProxy } from "../helpers/silencing-proxy.ts";
 import { answers200 } from "../helpers/service-process.ts";
 import { waitFor } from "../helpers/wait-for.ts";
 
@@ -12,20 +11,10 @@ import { waitFor } from "../helpers/wait-for.ts";
 // start for good: the runner comes back, a timeout fires, /readyz is ready, and no silent
 // connection is left open.
 
-let proxy: SilencingProxy;
-const own = serviceOnOwnPostgres("silent-relaunch", { SIGNALBOX_WORKER_STALE_S: "3" }, async (pg) => {
-  const u = new URL(pg.url);
-  proxy = await startSilencingProxy({ host: u.hostname, port: Number(u.port) });
-  u.port = String(proxy.port);
-  return u.toString();
-});
-
-afterAll(async () => {
-  await proxy?.close();
-});
+const own = serviceBehindSilencingProxy("silent-relaunch", { SIGNALBOX_WORKER_STALE_S: "3" });
 
 it("a runner relaunched onto a connection that goes silent while it starts comes back once new connections work", async () => {
-  const { svc } = own;
+  const { svc, proxy } = own;
   const engine = await startCallbackReceiver();
   try {
     proxy.silenceNew("signalbox-worker-timers");

@@ -1,4 +1,8 @@
 import net from "node:net";
+import { afterAll } from "vitest";
+import type { PrivatePostgres } from "./private-postgres.ts";
+import { serviceOnOwnPostgres } from "./own-postgres-service.ts";
+import type { ServiceProcess } from "./service-process.ts";
 
 /**
  * A TCP proxy in front of Postgres that can make chosen connections go silent (a network cut or
@@ -100,4 +104,19 @@ export async function startSilencingProxy(target: { host: string; port: number }
       await new Promise<void>((resolve) => proxy.close(() => resolve()));
     },
   };
+}
+
+/** signalbox on a Postgres of its own (serviceOnOwnPostgres), every connection through a silencing proxy. */
+export function serviceBehindSilencingProxy(name: string, env: Record<string, string> = {}): { pg: PrivatePostgres; svc: ServiceProcess; proxy: SilencingProxy } {
+  const own = serviceOnOwnPostgres(name, env, async (pg) => {
+    const u = new URL(pg.url);
+    withProxy.proxy = await startSilencingProxy({ host: u.hostname, port: Number(u.port) });
+    u.port = String(withProxy.proxy.port);
+    return u.toString();
+  });
+  const withProxy = own as typeof own & { proxy: SilencingProxy };
+  afterAll(async () => {
+    await withProxy.proxy?.close();
+  });
+  return withProxy;
 }
