@@ -26,7 +26,8 @@ import { parseSignalsQuery, signalsPage, signalsUrl } from "./pages/signals-page
 import { signInPage } from "./pages/sign-in-page.ts";
 import { signalTypePage, signalTypesPage } from "./pages/signal-types-page.ts";
 import { waitsPage } from "./pages/waits-page.ts";
-import { RUN_ID, SIGNAL_ID, SIGNAL_NAME } from "./query-values.ts";
+import { RUN_ID, SIGNAL_NAME } from "../core/names.ts";
+import { SIGNAL_ID } from "./query-values.ts";
 import { signalPage } from "./pages/signal-page.ts";
 import { redeliverMatching } from "./redeliver-matching.ts";
 import { securityHeaders } from "./security-headers.ts";
@@ -260,7 +261,7 @@ export function consoleRouter(deps: ConsoleDeps) {
   // A run start's event (signal-with-start), through the verb of POST /runs/{run}/start/redeliver.
   app.post("/deliveries/starts/:run/redeliver", async (c) => {
     const run = c.req.param("run");
-    if (!RUN_ID.test(run)) throw new BadRequestError("a run id is 1 to 200 characters from A-Z a-z 0-9 . _ : @ -");
+    if (!RUN_ID.test(run)) throw new BadRequestError("a run id is 1 to 200 characters from A-Z a-z 0-9 . _ : @ -, and not . or ..");
     const { query } = parseDeliveriesQuery(c.get("form"));
     await redeliverStart(deps, run);
     return c.redirect(deliveriesUrl(query, { redelivered: "1" }), 303);
@@ -292,7 +293,7 @@ function safeNext(next: string | undefined): string {
 }
 
 function runIdOf(runId: string): string {
-  if (!RUN_ID.test(runId)) throw new BadRequestError("a run id is 1 to 200 characters from A-Z a-z 0-9 . _ : @ -");
+  if (!RUN_ID.test(runId)) throw new BadRequestError("a run id is 1 to 200 characters from A-Z a-z 0-9 . _ : @ -, and not . or ..");
   return runId;
 }
 

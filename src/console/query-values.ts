@@ -1,6 +1,5 @@
-/** What the API accepts for a run id and a signal name (API.md, Conventions). */
-export const RUN_ID = /^[A-Za-z0-9._:@-]{1,200}$/;
-export const SIGNAL_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
+import { RUN_ID, SIGNAL_NAME } from "../core/names.ts";
+
 /** A signal record's id, as src/core/ids.ts makes them. */
 export const SIGNAL_ID = /^sg_[0-9a-z]{1,60}$/;
 

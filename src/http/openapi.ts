@@ -3,6 +3,7 @@ import type { Hook } from "@hono/zod-openapi";
 import type { Env } from "hono";
 import type { ZodError } from "zod";
 import { escapePointer } from "../core/json-pointer.ts";
+import { RUN_ID, SIGNAL_NAME } from "../core/names.ts";
 import { badRequest, ProblemSchema, problemResponse } from "./problem.ts";
 
 /**
@@ -41,7 +42,7 @@ export const noSecurity: Array<Record<string, string[]>> = [];
 
 export const RunIdSchema = z
   .string()
-  .regex(/^[A-Za-z0-9._:@-]{1,200}$/, "must be 1 to 200 characters from A-Z a-z 0-9 . _ : @ -")
+  .regex(RUN_ID, "must be 1 to 200 characters from A-Z a-z 0-9 . _ : @ -, and not . or ..")
   .openapi({ example: "order-17" });
 /**
  * A wait's metadata as a client gives it. `__proto__` is refused as a key: zod leaves it out of
@@ -87,7 +88,7 @@ export const InstantInput = z
 
 export const SignalNameSchema = z
   .string()
-  .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/, "must be 1 to 100 characters from A-Z a-z 0-9 . _ -, starting with a letter or digit")
+  .regex(SIGNAL_NAME, "must be 1 to 100 characters from A-Z a-z 0-9 . _ -, starting with a letter or digit")
   .openapi({ example: "manager-approval" });
 export const WaitIdSchema = z.string().min(1).max(100).openapi({ example: "wt_01jb2m3k4n5p6q7r8s9t0v1w2x3y" });
 

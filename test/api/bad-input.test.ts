@@ -153,6 +153,9 @@ describe("bad input changes nothing", () => {
       ["POST", "/signals/batch", { signals: {} }, "/signals"],
       ["POST", "/signals/batch", { signals: [{ run_id: "victim", signal: "buffered", payload: {}, extra: 1 }] }, "/signals/0/extra"],
       ["POST", "/signals/batch", { signals: [{ run_id: "victim", signal: "buffered" }, { run_id: "a b", signal: "buffered" }] }, "/signals/1/run_id"],
+      // A path's dot segments: no URL can name such a run (clients and servers resolve them away).
+      ["POST", "/signals/batch", { signals: [{ run_id: ".", signal: "buffered" }] }, "/signals/0/run_id"],
+      ["POST", "/signals/batch", { signals: [{ run_id: "..", signal: "buffered" }] }, "/signals/0/run_id"],
       ["POST", "/signals/batch", { signals: [{ run_id: "victim", signal: "-x" }] }, "/signals/0/signal"],
       ["POST", "/signals/batch", { signals: [{ run_id: "victim", signal: "buffered", idempotency_key: 5 }] }, "/signals/0/idempotency_key"],
       // The keys of approval links' and the console's answers: a sender holding one would make that answer a conflict.

@@ -6,7 +6,8 @@ import { findWaits } from "../../waits/find-waits.ts";
 import type { WaitResource } from "../../waits/wait-view.ts";
 import { MAX_COMMENT_CHARS } from "../../approvals/respond-to-link.ts";
 import { CONSOLE, csrfField, duration, metadataList, notice, page, runLink, when, type Html, type PageFrame } from "../layout.ts";
-import { parseMetadataPairs, SIGNAL_NAME } from "../query-values.ts";
+import { SIGNAL_NAME } from "../../core/names.ts";
+import { parseMetadataPairs } from "../query-values.ts";
 
 const PAGE_SIZE = 50;
 /** Approval types looked at for the unfiltered inbox; past it the operator picks one. */
