@@ -46,6 +46,8 @@ const RATE_LIMITED_PATHS = new Set(["/metrics", "/openapi.json", "/docs", DOCS_B
 const isApprovalLink = (path: string) => path.startsWith(APPROVAL_LINK_PREFIX);
 const INTAKE = /^\/signals\/[^/]+\/[^/]+$/;
 const isIntake = (method: string, path: string) => method === "POST" && INTAKE.test(path) && path !== "/signals/batch";
+/** Routes that read and cap their raw bodies themselves, after their own credential: nothing reads them before. */
+const readsOwnBody = (method: string, path: string) => isIntake(method, path) || isApprovalLink(path);
 
 /** Every name that is no declared signal type counts as this one type: made-up names share one budget. */
 const UNDECLARED_SIGNAL = "\u0000undeclared";
@@ -133,7 +135,7 @@ export function createApp(deps: AppDeps) {
       managementAuth({ skip: (method, path) => PUBLIC_PATHS.has(path) || isIntake(method, path) || isApprovalLink(path) || isConsolePath(path), verify: verifyToken }),
       async function limitBody(c, next) {
         // Intake and approval links read and cap their raw bodies themselves, after their own credential.
-        if (isIntake(c.req.method, c.req.path) || isApprovalLink(c.req.path)) return next();
+        if (readsOwnBody(c.req.method, c.req.path)) return next();
         return bodyLimit({
           maxSize: deps.config.SIGNALBOX_MAX_BODY_BYTES,
           onError: () => {
@@ -141,7 +143,7 @@ export function createApp(deps: AppDeps) {
           },
         })(c, next);
       },
-      inputGuard({ skipBody: isIntake }),
+      inputGuard({ skipBody: readsOwnBody }),
       async function failFastWhileDatabaseDown(c, next) {
         const availability = deps.availability;
         // Every route but the public ones reads or writes the database: do not queue for it.

@@ -17,9 +17,9 @@ describe("answer forms sent to approval links", () => {
   afterAll(() => app.close());
 
   /** POSTs a form that never ends (a first chunk, then nothing) and resolves with the status it is answered. */
-  function endlessForm(url: string): Promise<{ status: number; bodyEnded: boolean }> {
+  function endlessForm(url: string, contentType = "application/x-www-form-urlencoded"): Promise<{ status: number; bodyEnded: boolean }> {
     return new Promise((resolve, reject) => {
-      const req = request(url, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded", "transfer-encoding": "chunked", accept: "application/json" } }, (res) => {
+      const req = request(url, { method: "POST", headers: { "content-type": contentType, "transfer-encoding": "chunked", accept: "application/json" } }, (res) => {
         res.resume();
         resolve({ status: res.statusCode!, bodyEnded: req.writableEnded });
         req.destroy();
@@ -32,6 +32,14 @@ describe("answer forms sent to approval links", () => {
   it("a forged token is refused (400) before its body is read", async () => {
     const answered = await endlessForm(`${app.baseUrl}/approvals/not.a-real.token`);
     expect(answered).toEqual({ status: 400, bodyEnded: false });
+  });
+
+  // The input guard read every JSON body whole, uncapped (approval links skip the body limit),
+  // before the link's token was checked: an anonymous upload of any size was held in memory.
+  it("a forged token is refused (400) before its body is read, whatever its content type says", async () => {
+    for (const type of ["application/json", "text/plain", "application/merge-patch+json"]) {
+      expect(await endlessForm(`${app.baseUrl}/approvals/not.a-real.token`, type), type).toEqual({ status: 400, bodyEnded: false });
+    }
   });
 
   it("a real link refuses a form past the cap (413) unread, and still works afterwards", async () => {
