@@ -68,7 +68,7 @@ const REFUSED: Record<string, (value: string, u: URL) => string | undefined> = {
   require_auth: () => "the authentication methods the server may ask for cannot be limited: remove it",
   requirepeer: () => "the server process's user cannot be checked: remove it",
   // libpq reads it only when the URL has no password.
-  passfile: (_v, u) => (u.password ? undefined : "a password file is not read: give the password in the URL"),
+  passfile: (_v, u) => (u.password || urlParam(u, "password") ? undefined : "a password file is not read: give the password in the URL"),
   service: () => "pg_service.conf is not read: give the connection's parameters in the URL",
   hostaddr: () => "give the address as the URL's host",
   // libpq's lists (a host after another) are not followed: node-postgres connects to one host.

@@ -1,3 +1,5 @@
+import { postgresJsTarget } from "./connection-url.ts";
+
 /**
  * A failure to reach or log in to the database at a configured URL, as one line that names the
  * setting to fix (the URL's host and port, never its password). Undefined for other errors.
@@ -7,9 +9,10 @@ export function describeConnectError(err: unknown, url: string, setting: string)
   const code = e?.code ?? e?.errors?.[0]?.code;
   let where = "the database";
   try {
-    const u = new URL(url);
-    const socketDir = u.searchParams.get("host"); // a Unix socket (src/db/connection-url.ts)
-    where = socketDir ? `${socketDir}/.s.PGSQL.${u.port || 5432} (database ${u.pathname.slice(1)})` : `${u.hostname}:${u.port || 5432}${u.pathname}`;
+    // Where the drivers go: libpq's query parameters (host, port, dbname) taken as they take them.
+    const target = postgresJsTarget(url);
+    const u = new URL(target.url);
+    where = target.path ? `${target.path} (database ${u.pathname.slice(1)})` : `${u.hostname}:${u.port || 5432}${u.pathname}`;
   } catch {
     // the configuration check refuses a malformed URL before anything connects
   }

@@ -84,7 +84,9 @@ function withAuthorityParams(u: URL): URL {
   if (tcpHost !== undefined) out.hostname = tcpHost.includes(":") ? `[${tcpHost}]` : tcpHost;
   else if (out.hostname === "" && (port ?? user ?? password) !== undefined) out.hostname = "localhost";
   if (port !== undefined) out.port = port;
-  if (dbname !== undefined) out.pathname = `/${encodeURIComponent(dbname)}`;
+  // encodeURI, not encodeURIComponent: node-postgres reads the path with decodeURI (a `+` or `$`
+  // encoded would stay encoded); a `?` or `#` must be encoded, and only postgres.js reads those back.
+  if (dbname !== undefined) out.pathname = `/${encodeURI(dbname).replace(/[?#]/g, encodeURIComponent)}`;
   if (user !== undefined) out.username = encodeURIComponent(user);
   if (password !== undefined) out.password = encodeURIComponent(password);
   return withParam(out, ["port", "dbname", "user", "password", ...(tcpHost !== undefined ? ["host"] : [])]);
@@ -130,7 +132,23 @@ export function postgresJsTarget(url: string): { url: string; path?: string; ssl
  */
 export function postgresJs<T extends Record<string, postgres.PostgresType> = {}>(url: string, options: Omit<postgres.Options<T>, "path" | "ssl">) {
   const target = postgresJsTarget(url);
-  return postgres<T>(target.url, { ...options, path: target.path, ssl: target.ssl });
+  return postgres<T>(target.url, { ...options, ...hostAndDatabase(target.url), path: target.path, ssl: target.ssl });
+}
+
+/**
+ * What postgres.js reads wrong from a URL, given as options: the database is the path as
+ * written (it never decodes it: `my%20db`), and an IPv6 host is cut at its first colon (`[`).
+ * A URL with several hosts (no WHATWG URL) is left to postgres.js.
+ */
+function hostAndDatabase(url: string): { host?: string; port?: number; database?: string } {
+  if (!URL.canParse(url)) return {};
+  const u = new URL(url);
+  // As arrays (postgres.js's own form for its hosts, which its types do not say): a string it splits at colons.
+  const host = (h: string, port: number) => ({ host: [h] as unknown as string, port: [port] as unknown as number });
+  return {
+    ...(u.hostname ? host(u.hostname.replace(/^\[(.*)\]$/, "$1"), Number(u.port || 5432)) : {}),
+    ...(u.pathname.length > 1 ? { database: safeDecode(u.pathname.slice(1)) } : {}),
+  };
 }
 
 /**
