@@ -117,12 +117,17 @@ BEGIN
       CONTINUE;
     END IF;
 
-    INSERT INTO signalbox.signals (id, run_id, signal, sequence, outcome, payload, payload_hash, idempotency_key, wait_id, buffer_expires_at)
+    -- received_at: now, with the run's lock held (clock_timestamp), not when the transaction
+    -- began (now()): a statement that waited for a run's lock would otherwise date its signal
+    -- before those the run took meanwhile, and the log's oldest-first paging (received_at, id)
+    -- would list it among them, or behind a client's cursor, never seen.
+    INSERT INTO signalbox.signals (id, run_id, signal, sequence, outcome, payload, payload_hash, idempotency_key, wait_id, buffer_expires_at, received_at)
       VALUES (it.id, it.run_id, it.signal, v_seq,
               CASE WHEN v_wait_id IS NOT NULL THEN 'received' WHEN v_start = 'start' THEN 'started' ELSE 'buffered' END,
               it.payload, it.payload_hash, it.idempotency_key, v_wait_id,
               -- A started signal, and those kept behind it, wait for the run's first wait: no TTL.
-              CASE WHEN v_wait_id IS NULL AND v_start IS NULL THEN now() + it.buffer_ttl_s * interval '1 second' END);
+              CASE WHEN v_wait_id IS NULL AND v_start IS NULL THEN now() + it.buffer_ttl_s * interval '1 second' END,
+              clock_timestamp());
 
     IF v_start = 'start' THEN
       PERFORM signalbox.start_run(it.run_id, it.signal, it.id, it.start_url, v_seq);

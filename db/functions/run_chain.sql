@@ -125,8 +125,9 @@ BEGIN
     SELECT w.id, w.quorum INTO v_wait_id, v_quorum FROM signalbox.waits w
       WHERE w.run_id = v_newest.run_id AND w.signal = v_signal.signal AND w.status = 'waiting' AND w.kind = 'external';
     -- Taken by the new run now: its log and its waits take signals in received_at order, which
-    -- is then sequence order (the time it first came is kept in run.continued).
-    UPDATE signalbox.signals s SET run_id = v_newest.run_id, sequence = v_seq, wait_id = v_wait_id, received_at = now() WHERE s.id = v_signal.id;
+    -- is then sequence order, dated with the run's lock held as accept_signals dates them (the
+    -- time it first came is kept in run.continued).
+    UPDATE signalbox.signals s SET run_id = v_newest.run_id, sequence = v_seq, wait_id = v_wait_id, received_at = clock_timestamp() WHERE s.id = v_signal.id;
     v_moved := v_moved || jsonb_build_object('signal_id', v_signal.id, 'signal', v_signal.signal, 'from_sequence', v_signal.sequence, 'sequence', v_seq,
                                              'first_received_at', v_signal.received_at);
     IF v_wait_id IS NOT NULL THEN
