@@ -1,3 +1,4 @@
+import postgres from "postgres";
 import { beforeAll, describe, expect, it } from "vitest";
 import { createClient } from "../../packages/client/src/index.ts";
 import { API_KEY, database, freePort, startExample, startSignalbox, waitFor, type ExampleProcess } from "./helpers.ts";
@@ -6,6 +7,7 @@ import { API_KEY, database, freePort, startExample, startSignalbox, waitFor, typ
 describe("graphile-worker example", () => {
   let example: ExampleProcess;
   let base: string;
+  let exampleDb: string;
   let signalbox: ReturnType<typeof createClient>;
 
   beforeAll(async () => {
@@ -14,7 +16,8 @@ describe("graphile-worker example", () => {
     const port = await freePort();
     base = `http://127.0.0.1:${port}`;
     // The example keeps its orders and its graphile-worker queue in a database of its own.
-    example = startExample("graphile-worker", "src/main.ts", svc, { DATABASE_URL: await database({ empty: true }), PORT: String(port) });
+    exampleDb = await database({ empty: true });
+    example = startExample("graphile-worker", "src/main.ts", svc, { DATABASE_URL: exampleDb, PORT: String(port) });
     await example.printed("listening on");
   });
 
@@ -53,5 +56,22 @@ describe("graphile-worker example", () => {
     await orderReaches("o-18", "awaiting_approval");
     await signalbox.signals.send("order-o-18", "manager-approval", { approved: false, approver: "kim", comment: "over budget" });
     expect((await orderReaches("o-18", "cancelled: rejected")).decided_by).toBe("kim");
+  });
+
+  it("a request_approval job run again after the approval (graphile re-runs one whose worker died) leaves the shipped order shipped", async () => {
+    await fetch(`${base}/orders`, { method: "POST", body: JSON.stringify({ id: "o-19", amount: 10 }) });
+    await orderReaches("o-19", "awaiting_approval");
+    await signalbox.signals.send("order-o-19", "manager-approval", { approved: true, approver: "kim" });
+    await orderReaches("o-19", "shipped");
+
+    // The same job again: the wait's key gets it the same wait back, already received.
+    const sql = postgres(exampleDb, { max: 1 });
+    try {
+      await sql`select graphile_worker.add_job('request_approval', ${sql.json({ order_id: "o-19" })}::json)`;
+      await waitFor("the job run again to finish", () => sql<{ n: number }[]>`select count(*)::int as n from graphile_worker.jobs`, { until: (r) => r[0]!.n === 0 });
+    } finally {
+      await sql.end();
+    }
+    expect((await order("o-19")).status).toBe("shipped");
   });
 });

@@ -65,7 +65,9 @@ interface OrderJob {
 
 const tasks: Record<string, Task> = {
   // Step 1: ask for approval, then end. The job may be retried (a crash, a timeout): the wait's
-  // `key` makes signalbox return the same wait again instead of opening a second one.
+  // `key` makes signalbox return the same wait again instead of opening a second one. A retry may
+  // also run after the answer came (graphile re-runs a job whose worker died once its lock
+  // expires), so the order moves on only from `new`: a shipped order stays shipped.
   async request_approval(payload, helpers) {
     const { order_id } = payload as OrderJob;
     const { rows } = await pool.query<{ amount: string }>("select amount from orders where id = $1", [order_id]);
@@ -76,7 +78,8 @@ const tasks: Record<string, Task> = {
       callback_url: `${PUBLIC_URL}/signalbox`,
       metadata: { order_id, amount: rows[0]?.amount ?? null, assignee: "kim" },
     });
-    await setStatus(order_id, "awaiting_approval", { wait_id: wait.id });
+    const moved = await pool.query("update orders set status = 'awaiting_approval', wait_id = $2, updated_at = now() where id = $1 and status = 'new'", [order_id, wait.id]);
+    if (moved.rowCount === 0) return helpers.logger.info(`order ${order_id}: past awaiting approval already (${wait.id} is ${wait.status})`);
     helpers.logger.info(`order ${order_id}: waiting for approval (${wait.id})`);
   },
   // Step 2a: the manager said yes.

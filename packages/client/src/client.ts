@@ -1,6 +1,6 @@
 import createFetchClient, { type Client } from "openapi-fetch";
 import type { paths } from "./generated/openapi.ts";
-import { unwrap, type FetchResult } from "./http.ts";
+import { CountedRequest, pathSerializer, unwrap, type FetchResult } from "./http.ts";
 import { withRetries, type RetryOptions } from "./retry.ts";
 import { followRunEvents, type FollowOptions } from "./follow-run-events.ts";
 import { waitForWait, type WaitForOptions } from "./wait-for.ts";
@@ -57,7 +57,8 @@ export interface SendOptions extends CallOptions {
   /**
    * Makes the send safe to repeat: the same key and payload again is a `duplicate`, not a second
    * signal. Generated when absent, so the retries of this one call are safe; pass your own (an
-   * event id, a step path) to make calls repeated by your own code safe too.
+   * event id, a step path) to make calls repeated by your own code safe too. Not empty (a
+   * `TypeError`): signalbox would take it for no key.
    */
   idempotencyKey?: string;
   /** Overrides the client's `retry` for this call. */
@@ -84,7 +85,7 @@ export function createClient(options: ClientOptions) {
   // echoed here either; the token is the way to authenticate.
   if (hasUserinfo(baseUrl)) throw new TypeError("baseUrl must not contain a user name or password: give a token (`token`) instead");
   const headers: Record<string, string> = options.token ? { authorization: `Bearer ${options.token}` } : {};
-  const api: Client<paths> = createFetchClient<paths>({ baseUrl, headers, ...(options.fetch ? { fetch: options.fetch } : {}) });
+  const api: Client<paths> = createFetchClient<paths>({ baseUrl, headers, Request: CountedRequest, pathSerializer, ...(options.fetch ? { fetch: options.fetch } : {}) });
   const call = <T>(send: () => Promise<FetchResult<T>>, signal?: AbortSignal): Promise<T> => unwrap(baseUrl, send, signal);
   const id = (value: string) => ({ path: { id: value } });
   const run = (value: string) => ({ path: { run: value } });
@@ -101,7 +102,8 @@ export function createClient(options: ClientOptions) {
     /** Waits across runs, oldest first: by signal, status, run, deadline, metadata. */
     find: (query: FindWaitsQuery = {}, o: CallOptions = {}): Promise<WaitList> => {
       const { metadata, ...rest } = query;
-      const byMetadata = Object.fromEntries(Object.entries(metadata ?? {}).map(([k, v]) => [`metadata.${k}`, v]));
+      // The key is encoded here (openapi-fetch encodes values only): '&', '+' or '#' would break the query.
+      const byMetadata = Object.fromEntries(Object.entries(metadata ?? {}).map(([k, v]) => [`metadata.${encodeURIComponent(k)}`, v]));
       // metadata.<key> parameters cannot be listed in the document, hence the cast.
       return call(() => api.GET("/waits", { params: { query: { ...rest, ...byMetadata } as typeof rest }, signal: o.signal }), o.signal);
     },
@@ -128,6 +130,8 @@ export function createClient(options: ClientOptions) {
      * attempt got through unseen, the answer is `duplicate`, repeating that attempt's signal id.
      */
     send: (runId: string, name: string, payload: unknown, o: SendOptions = {}): Promise<SendResult> => {
+      // signalbox takes an empty Idempotency-Key for none: a retry would record the signal again.
+      if (o.idempotencyKey === "") return Promise.reject(new TypeError("idempotencyKey must not be empty: leave it out to have one generated"));
       const key = o.idempotencyKey ?? crypto.randomUUID();
       const attempt = () =>
         call(

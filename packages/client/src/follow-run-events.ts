@@ -1,9 +1,10 @@
 import type { Client } from "openapi-fetch";
 import type { paths } from "./generated/openapi.ts";
-import { problemFrom } from "./http.ts";
+import { problemFrom, sendRequest } from "./http.ts";
 import { SignalboxConnectionError, SignalboxProblem } from "./problem.ts";
 import { delayAfter, pause } from "./retry.ts";
 import { readServerSentEvents } from "./sse.ts";
+import { timeLimit } from "./time-limit.ts";
 import type { RunEvent } from "./types.ts";
 
 export interface FollowOptions {
@@ -18,7 +19,8 @@ export interface FollowOptions {
    * included: a connection that went silent without closing (a NAT or load balancer that dropped
    * it, a failover) would otherwise wait for good. Default 45000: three of signalbox's heartbeats
    * at its default SIGNALBOX_SSE_HEARTBEAT_S of 15; raise it if the server's is longer. Infinity:
-   * never.
+   * never. Also the longest wait for a connection's answer (its headers): a server that accepts
+   * connections and never answers (frozen) fails the attempt.
    */
   idleTimeoutMs?: number;
 }
@@ -35,30 +37,38 @@ export async function* followRunEvents(api: Client<paths>, baseUrl: string, run:
   let after = o.after;
   let failures = 0;
   let connected = false;
+  const idleTimeoutMs = o.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS;
   while (!o.signal?.aborted) {
     let body: ReadableStream<Uint8Array>;
+    // Only until the headers come: the body has its own limit between two chunks, below.
+    const limit = headersLimit(idleTimeoutMs, o.signal);
     try {
-      const { data, error, response } = await api.GET("/runs/{run}/events", {
-        params: { path: { run }, query: after === undefined ? {} : { after } },
-        headers: { accept: "text/event-stream" },
-        parseAs: "stream",
-        signal: o.signal,
-      });
+      const { data, error, response } = await sendRequest(
+        baseUrl,
+        () =>
+          api.GET("/runs/{run}/events", {
+            params: { path: { run }, query: after === undefined ? {} : { after } },
+            headers: { accept: "text/event-stream" },
+            parseAs: "stream",
+            signal: limit.signal,
+          }),
+        limit.signal,
+      );
       if (!response.ok || !data) throw problemFrom(response, error);
       body = data;
     } catch (err) {
       if (o.signal?.aborted) return;
-      const transient = !(err instanceof SignalboxProblem) || err.status >= 500;
-      if (!connected || !transient || ++failures > (o.reconnectAttempts ?? 10)) {
-        throw err instanceof SignalboxProblem ? err : new SignalboxConnectionError(baseUrl, err);
-      }
+      const transient = err instanceof SignalboxConnectionError || (err instanceof SignalboxProblem && err.status >= 500);
+      if (!connected || !transient || ++failures > (o.reconnectAttempts ?? 10)) throw err;
       await pause(delayAfter(err, 250 * 2 ** (failures - 1), 5000), o.signal).catch(() => {});
       continue;
+    } finally {
+      limit.clear();
     }
     connected = true;
     failures = 0;
     try {
-      for await (const message of readServerSentEvents(body, { idleTimeoutMs: o.idleTimeoutMs ?? DEFAULT_IDLE_TIMEOUT_MS })) {
+      for await (const message of readServerSentEvents(body, { idleTimeoutMs })) {
         const event = JSON.parse(message.data) as RunEvent;
         after = event.id;
         yield event;
@@ -72,4 +82,9 @@ export async function* followRunEvents(api: Client<paths>, baseUrl: string, run:
     // once is not asked again in a tight loop.
     await pause(250, o.signal).catch(() => {});
   }
+}
+
+/** The idle limit as a time limit on one request (none when it is unset, 0 or Infinity, as for the body). */
+function headersLimit(ms: number, signal: AbortSignal | undefined): { signal: AbortSignal | undefined; clear(): void } {
+  return ms > 0 && Number.isFinite(ms) ? timeLimit(ms, signal) : { signal, clear: () => {} };
 }

@@ -1,4 +1,6 @@
+import { defaultPathSerializer } from "openapi-fetch";
 import { SignalboxConnectionError, SignalboxProblem } from "./problem.ts";
+import { NoAnswerInTime } from "./time-limit.ts";
 
 /** What every openapi-fetch call resolves to. */
 export interface FetchResult<T> {
@@ -9,19 +11,54 @@ export interface FetchResult<T> {
 
 /**
  * Runs one openapi-fetch call and returns its data, or throws: a `SignalboxProblem` for an error
- * answer, a `SignalboxConnectionError` when no answer came. An abort the caller asked for is
- * passed through unchanged, so `AbortSignal` users see their own `AbortError`.
+ * answer, else as `sendRequest` does.
  */
 export async function unwrap<T>(baseUrl: string, call: () => Promise<FetchResult<T>>, signal?: AbortSignal): Promise<T> {
-  let result: FetchResult<T>;
-  try {
-    result = await call();
-  } catch (err) {
-    if (signal?.aborted) throw err;
-    throw new SignalboxConnectionError(baseUrl, err);
-  }
+  const result = await sendRequest(baseUrl, call, signal);
   if (result.response.ok) return result.data as T;
   throw problemFrom(result.response, result.error);
+}
+
+/**
+ * Runs one openapi-fetch call and returns what it resolves to, or throws a
+ * `SignalboxConnectionError` when no answer came (or none within one of the client's own time
+ * limits). An abort the caller asked for is passed through unchanged, so `AbortSignal` users see
+ * their own `AbortError`; so is an error thrown before the request was made (a header value HTTP
+ * cannot carry, a payload JSON cannot hold, a refused path parameter): no reason to try again.
+ */
+export async function sendRequest<T>(baseUrl: string, call: () => Promise<FetchResult<T>>, signal?: AbortSignal): Promise<FetchResult<T>> {
+  const before = requestsMade;
+  let made = false;
+  try {
+    const answer = call();
+    // openapi-fetch builds the Request before its first await: by now it exists, or failed.
+    made = requestsMade !== before;
+    return await answer;
+  } catch (err) {
+    if (!made || (signal?.aborted && !(signal.reason instanceof NoAnswerInTime))) throw err;
+    throw new SignalboxConnectionError(baseUrl, err);
+  }
+}
+
+let requestsMade = 0;
+
+/** openapi-fetch's Request (its `Request` option), counting the requests made: see `sendRequest`. */
+export class CountedRequest extends Request {
+  constructor(...args: ConstructorParameters<typeof Request>) {
+    super(...args);
+    requestsMade++;
+  }
+}
+
+/**
+ * openapi-fetch's path serializer, refusing "." and "..": the URL parser takes them for dot
+ * segments, so `/signals/{run}/batch` with run "." would be `POST /signals/batch`, another route.
+ */
+export function pathSerializer(pathname: string, params: Record<string, unknown>): string {
+  for (const [name, value] of Object.entries(params)) {
+    if (value === "." || value === "..") throw new TypeError(`${name} must not be "${value}": a URL takes it for a dot segment, another route`);
+  }
+  return defaultPathSerializer(pathname, params);
 }
 
 export function problemFrom(response: Response, error: unknown): SignalboxProblem {

@@ -1,7 +1,7 @@
 import { SignalboxConnectionError, SignalboxProblem } from "./problem.ts";
 
 export interface RetryOptions {
-  /** Attempts in all, the first included (default 5). 1 turns retrying off. */
+  /** Attempts in all, the first included (default 5): a whole number 1 or more, or Infinity. 1 turns retrying off. */
   attempts?: number;
   /** Pause before the second attempt; it doubles each time (default 250 ms). */
   baseDelayMs?: number;
@@ -22,9 +22,12 @@ export function isTransient(err: unknown): boolean {
 /**
  * Calls `attempt` until it succeeds, fails with a non-transient error, or runs out of attempts.
  * Only for requests that are idempotent (the caller guarantees it, e.g. with an idempotency key).
+ * Throws `TypeError` for `attempts` that are not a whole number 1 or more (or Infinity).
  */
 export async function withRetries<T>(attempt: () => Promise<T>, opts: RetryOptions = {}, signal?: AbortSignal): Promise<T> {
-  const attempts = Math.max(1, opts.attempts ?? 5);
+  const attempts = opts.attempts ?? 5;
+  // `n >= NaN` is never true: a NaN (say, Number() of an unset variable) would retry for ever.
+  if (!(Number.isInteger(attempts) && attempts >= 1) && attempts !== Infinity) throw new TypeError(`retry.attempts must be a whole number, 1 or more (got ${attempts})`);
   const base = opts.baseDelayMs ?? 250;
   const max = opts.maxDelayMs ?? 5000;
   for (let n = 1; ; n++) {

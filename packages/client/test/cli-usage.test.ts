@@ -40,6 +40,11 @@ describe("signalbox --help and usage errors", () => {
     expect(await runCli(["waits", "ls", "--status", "open"])).toMatchObject({ code: 2, stderr: expect.stringContaining("--status must be one of") });
     expect(await runCli(["waits", "ls", "--due-before", "tomorrow"])).toMatchObject({ code: 2, stderr: expect.stringContaining("--due-before takes") });
     expect(await runCli(["send", "r", "s", "--data", "{nope"])).toMatchObject({ code: 2, stderr: expect.stringContaining("--data is not JSON") });
+    // Refused before anything is sent: not "signalbox unreachable" (3), which says to try again.
+    const key = await runCli(["send", "r", "s", "--idempotency-key", "订单-17", "--url", "http://127.0.0.1:1"]);
+    expect(key).toMatchObject({ code: 2, stderr: expect.stringContaining("--idempotency-key") });
+    expect(key.stderr).not.toMatch(/unreachable|    at /);
+    expect(await runCli(["send", "r", "s", "--idempotency-key", ""])).toMatchObject({ code: 2, stderr: expect.stringContaining("--idempotency-key") });
   });
 
   it("exits 3 when nothing answers at the URL", async () => {
@@ -78,6 +83,21 @@ describe("where the CLI finds its signalbox and token", () => {
     expect((await runCli(["waits", "ls"], { env: { SIGNALBOX_CONFIG: file, SIGNALBOX_PROFILE: "test", TEST_TOKEN: API_KEY } })).code).toBe(0);
     expect(await runCli(["waits", "ls", "--config", file, "--profile", "prod"])).toMatchObject({ code: 2, stderr: expect.stringContaining('no profile "prod"') });
     expect(await runCli(["waits", "ls", "--config", file, "--profile", "test"])).toMatchObject({ code: 2, stderr: expect.stringContaining("TEST_TOKEN, which is not set") });
+  });
+
+  it.each([
+    ["holds null", "null", "not an object"],
+    ["has profiles that are not an object", JSON.stringify({ profiles: [] }), '"profiles"'],
+    ["has a profile that is not an object", JSON.stringify({ profiles: { default: "http://127.0.0.1:1" } }), '"profiles.default"'],
+    ["has a token that is a number", JSON.stringify({ profiles: { default: { url: "http://127.0.0.1:1", token: 12345 } } }), '"profiles.default.token"'],
+    ["has a url that is a number", JSON.stringify({ profiles: { default: { url: 8080 } } }), '"profiles.default.url"'],
+  ])("a profile file that %s is a usage error naming the file and the field, not a crash", async (_what, text, field) => {
+    const file = path.join(dir, "malformed.json");
+    await fs.writeFile(file, text);
+    const res = await runCli(["waits", "ls", "--config", file]);
+    expect(res).toMatchObject({ code: 2, stderr: expect.stringContaining(file) });
+    expect(res.stderr).toContain(field);
+    expect(res.stderr).not.toMatch(/TypeError|    at /);
   });
 
   it("for a signalbox on this machine, the key it generated into the data dir of the current directory", async () => {

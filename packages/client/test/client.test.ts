@@ -143,6 +143,34 @@ describe("createClient against a live signalbox", () => {
     expect(all).toEqual(["expense-1", "expense-2", "expense-3"]);
   });
 
+  it("finds waits by metadata keys that mean something in a query string (&, +, #)", async () => {
+    await client.signalTypes.put("lab-approval", { auth: { scheme: "none" } });
+    const rnd = await client.waits.open("lab-1", { signal: "lab-approval", metadata: { "R&D": "yes" } });
+    const plus = await client.waits.open("lab-2", { signal: "lab-approval", metadata: { "a+b": "1" } });
+    const blue = await client.waits.open("lab-3", { signal: "lab-approval", metadata: { "team#": "blue" } });
+    await client.waits.open("lab-4", { signal: "lab-approval", metadata: { "team#": "red" } });
+
+    const ids = async (metadata: Record<string, string>) => (await client.waits.find({ signal: "lab-approval", metadata })).items.map((w) => w.id);
+    expect(await ids({ "R&D": "yes" })).toEqual([rnd.id]);
+    expect(await ids({ "a+b": "1" })).toEqual([plus.id]);
+    // Cut at the '#', the filter was dropped: every wait of the type matched.
+    expect(await ids({ "team#": "blue" })).toEqual([blue.id]);
+  });
+
+  it("refuses '.' and '..' as a run id (or any path parameter): the URL would take them as dot segments, another route", async () => {
+    const sent: string[] = [];
+    const recording = createClient({ baseUrl: app.baseUrl, token: API_KEY, fetch: (req) => (sent.push(`${req.method} ${new URL(req.url).pathname}`), fetch(req)) });
+    // POST /signals/./batch is POST /signals/batch: the payload would be run as a batch of signals to other runs.
+    await expect(recording.signals.send(".", "batch", { signals: [] })).rejects.toThrow(TypeError);
+    await expect(recording.runs.events(".")).rejects.toThrow(TypeError);
+    await expect(recording.waits.get("..")).rejects.toThrow(TypeError);
+    await expect(recording.signalTypes.get("..")).rejects.toThrow(TypeError);
+    expect(sent).toEqual([]);
+    // A dot inside an id is an id like any other.
+    await expect(recording.runs.events("order.17")).resolves.toMatchObject({ items: [] });
+    expect(sent).toEqual(["GET /runs/order.17/events"]);
+  });
+
   it("runs.follow yields the run's history, then its new events as they happen", async () => {
     const wait = await client.waits.open("order-5", { signal: "manager-approval" });
     const stop = new AbortController();

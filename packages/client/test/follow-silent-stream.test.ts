@@ -2,12 +2,13 @@
 // closing: a NAT or load balancer dropping state, a failover. signalbox sends a heartbeat comment
 // every SIGNALBOX_SSE_HEARTBEAT_S; when nothing comes for longer than idleTimeoutMs, the stream
 // is dead and must be reconnected, or the follower looks alive and never yields another event.
+import { createServer } from "node:http";
 import net from "node:net";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { API_KEY, startTestApp, type TestApp } from "../../../test/helpers/test-app.ts";
 import { waitFor } from "../../../test/helpers/wait-for.ts";
-import { createClient, type RunEvent } from "../src/index.ts";
+import { createClient, SignalboxConnectionError, type RunEvent } from "../src/index.ts";
 
 const HEARTBEAT_S = 0.5;
 const IDLE_TIMEOUT_MS = 1_500; // three heartbeats, as the default (45 s) is three of 15 s
@@ -36,6 +37,29 @@ async function startFreezingProxy(target: { host: string; port: number }) {
     freeze: () => (frozen = true),
     close: () => {
       for (const s of sockets) s.destroy();
+      return new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}
+
+/**
+ * A signalbox that froze (SIGSTOP, a hung VM) while a run was followed: its first stream sends one
+ * event and goes silent, and every later request is accepted and never answered, not even its headers.
+ */
+async function startFreezingSignalbox() {
+  let requests = 0;
+  const server = createServer((_req, res) => {
+    if (++requests > 1) return;
+    res.writeHead(200, { "content-type": "text/event-stream" });
+    const event = { id: "ev_1", run_id: "r", type: "signal.waiting", occurred_at: new Date().toISOString(), wait_id: null, signal_id: null, data: {} };
+    res.write(`event: signal.waiting\ndata: ${JSON.stringify(event)}\nid: ev_1\n\n`);
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    requests: () => requests,
+    close: () => {
+      server.closeAllConnections();
       return new Promise<void>((r) => server.close(() => r()));
     },
   };
@@ -79,4 +103,17 @@ describe("runs.follow on a stream that goes silent", () => {
       await following.catch(() => {});
     }
   }, 60_000);
+
+  it("gives up on a reconnection that gets no answer within the idle limit, and after its attempts throws", async () => {
+    const frozen = await startFreezingSignalbox();
+    try {
+      const events = createClient({ baseUrl: frozen.url, token: API_KEY }).runs.follow("r", { idleTimeoutMs: 500, reconnectAttempts: 1 });
+      expect((await events.next()).value).toMatchObject({ id: "ev_1" });
+      const outcome = await Promise.race([events.next().catch((e: unknown) => e), new Promise((r) => setTimeout(() => r("still following after 10 s"), 10_000))]);
+      expect(outcome, `${frozen.requests()} requests`).toBeInstanceOf(SignalboxConnectionError);
+      expect(frozen.requests()).toBe(3); // the stream, then a reconnection and its one retry, each cut after 500 ms
+    } finally {
+      await frozen.close();
+    }
+  }, 30_000);
 });

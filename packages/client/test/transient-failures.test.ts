@@ -1,5 +1,5 @@
 import { createServer, request as httpRequest, type IncomingHttpHeaders, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import net, { type AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort } from "../../../src/core/free-port.ts";
 import { API_KEY, startTestApp, type TestApp } from "../../../test/helpers/test-app.ts";
@@ -63,6 +63,22 @@ async function startFaultyProxy(target: string, faults: Fault[]) {
   };
 }
 
+/** A server that accepts connections and never sends a byte back, as a frozen host (SIGSTOP, a hung VM) does. */
+async function startSilentServer() {
+  const sockets: net.Socket[] = [];
+  const server = net.createServer((s) => void sockets.push(s));
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const silent = {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () => {
+      for (const s of sockets) s.destroy();
+      return new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+  proxies.push(silent);
+  return silent;
+}
+
 let app: TestApp;
 let proxies: Array<{ close(): Promise<void> }> = [];
 
@@ -112,6 +128,35 @@ describe("signals.send retries safely", () => {
     // Not a problem document: the status line stands in for it.
     expect(html).toMatchObject({ status: 500, title: "Internal Server Error", detail: "<html><body>upstream error</body></html>" });
     expect(broken.proxy.seen).toHaveLength(1);
+  });
+
+  it("refuses an empty idempotency key, sending nothing: signalbox takes '' for no key, and a retry would record the signal twice", async () => {
+    const { proxy, client } = await clientBehind(["lose-the-answer"]);
+    await expect(client.signals.send("pay-6", "payment", { amount: 10 }, { idempotencyKey: "" })).rejects.toThrow(TypeError);
+    expect(proxy.seen).toHaveLength(0);
+    expect((await createClient({ baseUrl: app.baseUrl, token: API_KEY }).signals.ofRun("pay-6")).items).toEqual([]);
+  });
+
+  it("never for a request that cannot be made (a key HTTP cannot carry, a payload JSON cannot hold): its TypeError, nothing sent", async () => {
+    const { proxy, client } = await clientBehind([]);
+    const badKey = await client.signals.send("pay-7", "payment", {}, { idempotencyKey: "订单-17" }).catch((e: unknown) => e);
+    expect(badKey).toBeInstanceOf(TypeError);
+    const badPayload = await client.signals.send("pay-7", "payment", { amount: 10n }).catch((e: unknown) => e);
+    expect(badPayload).toBeInstanceOf(TypeError);
+    expect(proxy.seen).toHaveLength(0);
+  });
+
+  it("refuses retry attempts that are not a whole number 1 or more (NaN, from an unset variable, retried for ever)", async () => {
+    let calls = 0;
+    const nowhere = async (): Promise<Response> => {
+      calls++;
+      throw new TypeError("fetch failed");
+    };
+    for (const attempts of [Number(undefined), 0, 2.5, -1]) {
+      const client = createClient({ baseUrl: "http://signalbox.invalid", fetch: nowhere, retry: { attempts, baseDelayMs: 1, maxDelayMs: 1 } });
+      await expect(client.signals.send("pay-8", "payment", {}), String(attempts)).rejects.toThrow(TypeError);
+    }
+    expect(calls).toBe(0);
   });
 
   it("gives up after its attempts when nothing answers, with SignalboxConnectionError", async () => {
@@ -183,6 +228,20 @@ describe("reading through failures", () => {
     expect(await client.waits.waitFor(wait.id, { timeoutMs: 10_000 })).toMatchObject({ id: wait.id, status: "received" });
     expect(proxy.seen).toHaveLength(3);
   });
+
+  it("waits.waitFor gives up by its timeout on a signalbox that accepts the connection and never answers (a frozen host)", async () => {
+    const silent = await startSilentServer();
+    const client = createClient({ baseUrl: silent.url, token: API_KEY });
+    const started = performance.now();
+    const err = await Promise.race([
+      client.waits.waitFor("wt_x", { timeoutMs: 1000 }).catch((e: unknown) => e),
+      new Promise((r) => setTimeout(() => r("still waiting after 10 s"), 10_000)),
+    ]);
+    // No answer at all: not a WaitTimeoutError, which says the wait was read still waiting.
+    expect(err).toBeInstanceOf(SignalboxConnectionError);
+    expect((err as Error).message).toMatch(/no answer within \d+ ms/);
+    expect(performance.now() - started).toBeLessThan(8000);
+  }, 15_000);
 
   it("runs.follow reconnects after a dropped stream, after the last event it saw: none missed, none twice", async () => {
     const direct = createClient({ baseUrl: app.baseUrl, token: API_KEY });

@@ -67,15 +67,34 @@ function readProfile(flags: { profile?: string; config?: string }, env: NodeJS.P
     if ((err as NodeJS.ErrnoException).code === "ENOENT" && !explicitFile && name === undefined) return {};
     throw new UsageError(`cannot read the profile file ${file}: ${(err as Error).message}`);
   }
-  let doc: { profiles?: Record<string, Profile> };
+  let doc: unknown;
   try {
-    doc = JSON.parse(text) as typeof doc;
+    doc = JSON.parse(text);
   } catch (err) {
     throw new UsageError(`the profile file ${file} is not JSON: ${(err as Error).message}`);
   }
-  const profile = doc.profiles?.[name ?? "default"];
+  const profile = profileIn(doc, name ?? "default", file);
   if (profile === undefined && name !== undefined) throw new UsageError(`no profile "${name}" in ${file}`);
   return profile ?? {};
+}
+
+/** The named profile of a parsed profile file, checked field by field: JSON can hold anything. */
+function profileIn(doc: unknown, name: string, file: string): Profile | undefined {
+  const malformed = (what: string) => new UsageError(`the profile file ${file} is malformed: ${what}`);
+  if (!isObject(doc)) throw malformed(`it is not an object ({"profiles": {...}})`);
+  if (doc.profiles === undefined) return undefined;
+  if (!isObject(doc.profiles)) throw malformed(`"profiles" is not an object`);
+  const profile = Object.hasOwn(doc.profiles, name) ? doc.profiles[name] : undefined;
+  if (profile === undefined) return undefined;
+  if (!isObject(profile)) throw malformed(`"profiles.${name}" is not an object`);
+  for (const field of ["url", "token"]) {
+    if (profile[field] !== undefined && typeof profile[field] !== "string") throw malformed(`"profiles.${name}.${field}" is not a string`);
+  }
+  return profile as Profile;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 function fromEnvReference(value: string | undefined, env: NodeJS.ProcessEnv): string | undefined {

@@ -31,12 +31,12 @@ Examples:
   async run({ positionals, values, json, client, output, signal: interrupted }) {
     const [run, signal] = positionals as [string, string];
     const payload = readPayload(stringFlag(values, "data"));
-    const key = stringFlag(values, "idempotency-key");
+    const key = idempotencyKey(stringFlag(values, "idempotency-key"));
     const waitS = waitSeconds(stringFlag(values, "wait"));
     // Few retries: a person at a terminal would rather hear at once that nothing answers.
     // Ctrl-C stops the retries at once (exit 130), rather than after them.
     const sent = await client().signals.send(run, signal, payload, {
-      ...(key ? { idempotencyKey: key } : {}),
+      ...(key !== undefined ? { idempotencyKey: key } : {}),
       ...(waitS !== undefined ? { waitS } : {}),
       retry: { attempts: 3 },
       signal: interrupted,
@@ -54,6 +54,20 @@ Examples:
     );
   },
 };
+
+/**
+ * Checked here, so a key HTTP cannot carry is a usage error, not the client's TypeError: empty
+ * (signalbox would take it for no key), or with a character a header value cannot hold (beyond
+ * Latin-1, an ASCII control character) or would lose (whitespace at either end).
+ */
+function idempotencyKey(text: string | undefined): string | undefined {
+  if (text === undefined) return undefined;
+  if (text === "") throw new UsageError("--idempotency-key must not be empty (leave it out to have one generated)");
+  if (!/^[\x21-\x7e\x80-\xff]([\x20-\x7e\x80-\xff]*[\x21-\x7e\x80-\xff])?$/.test(text)) {
+    throw new UsageError(`--idempotency-key must be characters an HTTP header can carry: Latin-1, no ASCII control characters, no space at either end (got '${text}')`);
+  }
+  return text;
+}
 
 function waitSeconds(text: string | undefined): number | undefined {
   if (text === undefined) return undefined;
