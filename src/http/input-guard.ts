@@ -11,15 +11,16 @@ import { findUnstorable, isStorable, toStorable } from "../core/storable-text.ts
  */
 export const MAX_MANAGEMENT_JSON_DEPTH = 80;
 
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
+
 /**
  * Refuses, with a 400, input that passes the route schemas but that nothing downstream can
  * hold: a `.` or `..` path segment (the URL parser would resolve it to another route), and
  * NUL or unpaired UTF-16 surrogates in the path, the query or a management JSON body (Postgres
- * cannot store NUL in text or jsonb, nor lone surrogates in jsonb). Intake is left alone: it
- * reads its raw body itself and answers in its own outcomes.
+ * cannot store NUL in text or jsonb, nor lone surrogates in jsonb), and a management JSON body
+ * that is not UTF-8. Routes that read their raw bodies themselves (`skipBody`: intake, approval
+ * links) are left alone: they cap them after their own credential and answer in their own way.
  */
-const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
-
 export function inputGuard(opts: { skipBody(method: string, path: string): boolean }): MiddlewareHandler {
   return async function inputGuard(c, next) {
     const rawUrl = (c.env as { incoming?: { url?: string } } | undefined)?.incoming?.url ?? new URL(c.req.url).pathname;
