@@ -59,7 +59,9 @@ export function guardedSockets(silentAfterMs = SILENT_AFTER_MS): (options: { hos
     // next tick, before postgres.js (which awaits this factory) listens for it: uncaught.
     const socket = new net.Socket();
     const path = options.path;
-    setImmediate(() => (path ? socket.connect(path) : socket.connect(options.port[i]!, options.host[i]!)));
+    // Not once postgres.js let go of it (a pool ended meanwhile): connect() would bring a destroyed
+    // socket back to life, with nobody listening for its error (an uncaught exception).
+    setImmediate(() => socket.destroyed || (path ? socket.connect(path) : socket.connect(options.port[i]!, options.host[i]!)));
     Object.assign(socket, { host: options.host[i], port: options.port[i] }); // postgres.js reads them (TLS server name, error messages)
     const w: Watched = { read: 0, written: 0, since: 0 };
     watched.set(socket, w);
