@@ -51,13 +51,14 @@ await signalbox.signalTypes.put("manager-approval", {
   auth: { scheme: "none" }, // real senders sign: { scheme: "standard-webhooks", secrets: ["whsec_…"] }
 });
 
-const setStatus = (id: string, status: string, extra: { wait_id?: string; decided_by?: string } = {}) =>
-  pool.query("update orders set status = $2, wait_id = coalesce($3, wait_id), decided_by = coalesce($4, decided_by), updated_at = now() where id = $1", [
-    id,
-    status,
-    extra.wait_id ?? null,
-    extra.decided_by ?? null,
-  ]);
+/** Moves an order to `status` (only from `from`, when given); resolves with whether it moved. */
+const setStatus = async (id: string, status: string, extra: { wait_id?: string; decided_by?: string; from?: string } = {}) =>
+  (
+    await pool.query(
+      "update orders set status = $2, wait_id = coalesce($3, wait_id), decided_by = coalesce($4, decided_by), updated_at = now() where id = $1 and ($5::text is null or status = $5)",
+      [id, status, extra.wait_id ?? null, extra.decided_by ?? null, extra.from ?? null],
+    )
+  ).rowCount === 1;
 
 interface OrderJob {
   order_id: string;
@@ -78,8 +79,7 @@ const tasks: Record<string, Task> = {
       callback_url: `${PUBLIC_URL}/signalbox`,
       metadata: { order_id, amount: rows[0]?.amount ?? null, assignee: "kim" },
     });
-    const moved = await pool.query("update orders set status = 'awaiting_approval', wait_id = $2, updated_at = now() where id = $1 and status = 'new'", [order_id, wait.id]);
-    if (moved.rowCount === 0) return helpers.logger.info(`order ${order_id}: past awaiting approval already (${wait.id} is ${wait.status})`);
+    if (!(await setStatus(order_id, "awaiting_approval", { wait_id: wait.id, from: "new" }))) return helpers.logger.info(`order ${order_id}: past awaiting approval already (${wait.id} is ${wait.status})`);
     helpers.logger.info(`order ${order_id}: waiting for approval (${wait.id})`);
   },
   // Step 2a: the manager said yes.
