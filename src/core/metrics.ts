@@ -69,7 +69,7 @@ export function createMetrics(opts: { defaultMetrics?: boolean } = {}) {
     }),
     deliveriesDeferred: new Counter({
       name: "signalbox_deliveries_deferred_total",
-      help: "Callbacks not sent at once, by reason: endpoint_backed_off (recorded as a failed attempt), endpoint_busy (its requests in flight hang; scheduled again), slow_endpoint (still in flight after 1 s; the job let go of it)",
+      help: "Callbacks not sent at once, by reason: endpoint_backed_off (recorded as a failed attempt), endpoint_busy (its requests in flight hang, or more is queued to it than it answers in 30 s; scheduled again), slow_endpoint (still in flight after 1 s; the job let go of it)",
       labelNames: ["reason"],
       registers: [registry],
     }),

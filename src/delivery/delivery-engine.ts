@@ -3,14 +3,15 @@ import { addJobs, jobKeys, type JobSpec, type TaskName } from "../jobs/enqueue.t
 import { GroupCall } from "../db/group-call.ts";
 import { findWaitsWithEvents, type WaitWithEvent } from "../waits/waits.queries.ts";
 import { owedCallback, recordAttempts, reportRecorded, type DeliveryDeps, type OwedCallback, type Recorded } from "./deliver-callback.ts";
-import { EndpointGate } from "./endpoint-gate.ts";
+import { EndpointGate, type Admission } from "./endpoint-gate.ts";
 import { ATTEMPT_TIMEOUT_MS, postSigned, type AttemptResult } from "./post-signed.ts";
 
 /**
- * How long a delivery job waits on one request before it lets go of it: the request goes on
- * in the background, and a job due after the request's time limit (the same key as a retry)
- * keeps the delivery owed if this process dies meanwhile. A hung endpoint so holds no job slot
- * beyond this, and the callbacks and timeouts behind it go on.
+ * How long a delivery job waits on one callback before it lets go of it: the request goes on
+ * in the background (queued behind its endpoint's other requests, or sent), and a job due after
+ * the request's time limit keeps the delivery owed if this process dies meanwhile. A hung or
+ * backlogged endpoint so holds no job slot beyond this, and the callbacks and timeouts behind it
+ * go on.
  */
 const HAND_OFF_MS = 1_000;
 
@@ -18,23 +19,36 @@ const HAND_OFF_MS = 1_000;
 interface Later {
   owed: OwedCallback;
   inS: number;
-  /** Sent and let go of (its answer may still come): a job of its own, under the wait's key. */
-  sent: boolean;
+  /**
+   * sent: let go of once sent (its answer may still come); queued: let go of while it waits
+   * its turn at the endpoint; unsent: not sent (its endpoint stuck, or the job stopping).
+   */
+  state: "sent" | "queued" | "unsent";
 }
 
 /**
  * The jobs that keep the callbacks a job did not settle owed. One sent and let go of gets a job
- * of its own (the wait's key), due after its request's limit. Those not sent (their endpoint
- * busy, or the job stopping) go together in one batch job, as enqueue_callbacks queues them,
- * due when the soonest of them may go: thousands owed to one slow endpoint are a few jobs coming
- * back, not thousands.
+ * of its own (the wait's key), due after its request's limit. The rest go together, as
+ * enqueue_callbacks queues them, in batch jobs: those not sent due when the soonest of them may
+ * go (thousands owed to one slow endpoint are a few jobs coming back, not thousands), those
+ * still queued here due after the last of them has had its turn and its time limit (it only
+ * finds them owed if this process died meanwhile, or their endpoint got stuck).
  */
 function deferredJobs(later: Later[]): JobSpec[] {
-  const jobs: JobSpec[] = later.filter((l) => l.sent).map((l) => ({ task: "deliver_callback", payload: { id: l.owed.waitId }, inS: l.inS, jobKey: jobKeys.deliver(l.owed.waitId) }));
-  const unsent = later.filter((l) => !l.sent);
-  if (unsent.length > 0) jobs.push({ task: "deliver_callback", payload: unsent.map((l) => l.owed.waitId), inS: Math.min(...unsent.map((l) => l.inS)) });
+  const jobs: JobSpec[] = later.filter((l) => l.state === "sent").map((l) => ({ task: "deliver_callback", payload: { id: l.owed.waitId }, inS: l.inS, jobKey: jobKeys.deliver(l.owed.waitId) }));
+  const unsent = later.filter((l) => l.state === "unsent");
+  if (unsent.length > 0) jobs.push(batchJob(unsent, Math.min(...unsent.map((l) => l.inS))));
+  const queued = later.filter((l) => l.state === "queued");
+  if (queued.length > 0) jobs.push(batchJob(queued, Math.max(...queued.map((l) => l.inS))));
   return jobs;
 }
+
+function batchJob(items: Later[], inS: number): JobSpec {
+  return { task: "deliver_callback", payload: items.map((l) => l.owed.waitId), inS };
+}
+
+/** What became of a callback at the endpoint gate: turned away, or sent and answered. */
+type Tried = Exclude<Admission, { kind: "send" }> | { kind: "answered"; attempt: AttemptResult };
 
 /** Reads and records in flight at once, and the callbacks one of them takes at most. */
 const GROUPS = { slots: 2, maxItems: 500 };
@@ -84,6 +98,14 @@ export class DeliveryEngine {
   /** Requests handed off (still in flight after HAND_OFF_MS): aborted when the worker stops. */
   readonly #background = new Set<Promise<unknown>>();
   readonly #stopped = new AbortController();
+  /**
+   * The attempt (`round/attempts before`) of each wait queued at its endpoint or in flight here,
+   * until it is answered: a job that comes due for it meanwhile (the one that kept it owed when
+   * its job let go of it) does not send it again.
+   */
+  readonly #underway = new Map<string, string>();
+  /** Callbacks turned away after their jobs let go of them, to be owed again (#turnedAway). */
+  #requeued: Later[] = [];
   /**
    * Reads and records shared by the jobs running at once: under load each delivery job holds a
    * few callbacks (an intake batch's), and their statements would otherwise be most of the cost.
@@ -197,45 +219,87 @@ export class DeliveryEngine {
   }
 
   async #one(owed: OwedCallback, later: Later[], recordNow: Array<{ owed: OwedCallback; attempt: AttemptResult }>, signal: AbortSignal, laterQueued: Promise<void>) {
-    const a = await this.gate.admit(owed.host);
-    if (a.kind === "backed_off") {
-      // Not sent: the endpoint is backed off. Recorded as a failed attempt (retried with the
-      // wait's own backoff, given up after its round's attempts), so the wait's deliveries show it.
-      this.#deps.metrics?.deliveriesDeferred.inc({ reason: "endpoint_backed_off" });
-      const error = `not sent: endpoint backed off after ${a.failures} failed attempts in a row, until ${new Date(a.untilMs).toISOString()}`;
-      recordNow.push({ owed, attempt: { verdict: "retry", error, seconds: 0 } });
+    const attempt = `${owed.roundBefore}/${owed.attemptsBefore}`;
+    if (this.#underway.get(owed.waitId) === attempt) {
+      // This attempt is queued or in flight here already (the job that kept it owed came due
+      // before its turn did): it is not sent twice. A job due later keeps it owed, in case this
+      // process dies before it is recorded.
+      later.push({ owed, inS: this.#queuedDueInMs(owed) / 1000, state: "queued" });
       return;
     }
-    if (a.kind === "busy") {
-      this.#deps.metrics?.deliveriesDeferred.inc({ reason: "endpoint_busy" });
-      later.push({ owed, inS: a.retryInMs / 1000, sent: false });
-      return;
-    }
-    const started = Date.now();
-    this.#deps.metrics?.deliveriesInFlight.inc();
-    const sent = postSigned(owed.url, owed.webhookId, owed.body, this.#deps.secrets.callbackSecret, signal, true).then((attempt) => {
-      this.#deps.metrics?.deliveriesInFlight.dec();
-      a.release(attempt.verdict === "retry", attempt.abandoned);
-      return attempt;
-    });
-    const first = await this.#firstOrNothing(sent);
+    this.#underway.set(owed.waitId, attempt);
+    const progress: { sentAt?: number } = {};
+    const tried = this.#admitAndPost(owed, signal, progress);
+    const settled = () => void (this.#underway.get(owed.waitId) === attempt && this.#underway.delete(owed.waitId));
+    tried.then(settled, settled);
+    const first = await this.#firstOrNothing(tried);
     if (first) {
+      const t = first.answer;
+      if (t.kind === "backed_off") {
+        // Not sent: the endpoint is backed off. Recorded as a failed attempt (retried with the
+        // wait's own backoff, given up after its round's attempts), so the wait's deliveries show it.
+        const error = `not sent: endpoint backed off after ${t.failures} failed attempts in a row, until ${new Date(t.untilMs).toISOString()}`;
+        recordNow.push({ owed, attempt: { verdict: "retry", error, seconds: 0 } });
+      } else if (t.kind === "busy") later.push({ owed, inS: t.retryInMs / 1000, state: "unsent" });
       // Abandoned (the job runner stopping): no attempt to record; it is sent again soon.
-      if (first.answer.abandoned) later.push({ owed, inS: 1, sent: false });
-      else recordNow.push({ owed, attempt: first.answer });
+      else if (t.attempt.abandoned) later.push({ owed, inS: 1, state: "unsent" });
+      else recordNow.push({ owed, attempt: t.attempt });
       return;
     }
-    // Slow: the job lets go of it. A job due after the request's time limit keeps it owed.
-    this.#deps.metrics?.deliveriesDeferred.inc({ reason: "slow_endpoint" });
-    later.push({ owed, inS: (ATTEMPT_TIMEOUT_MS - (Date.now() - started)) / 1000 + 2, sent: true });
+    // Queued behind the endpoint's other requests, or sent and not answered yet: the job lets go
+    // of it. A job due after the request's time limit (and, when still queued, after the queue
+    // ahead of it) keeps it owed; the answer, when it comes, is recorded in the background.
+    // Thousands queued in a burst share a batch job: a job of each one's own would cost the
+    // burst an insert each, and each is nearly always delivered long before it is due.
+    const sent = progress.sentAt !== undefined;
+    if (sent) this.#deps.metrics?.deliveriesDeferred.inc({ reason: "slow_endpoint" });
+    const dueInMs = sent ? ATTEMPT_TIMEOUT_MS - (Date.now() - progress.sentAt!) + 2_000 : this.#queuedDueInMs(owed);
+    later.push({ owed, inS: dueInMs / 1000, state: sent ? "sent" : "queued" });
     this.#inBackground(
-      sent.then(async (attempt) => {
+      tried.then(async (t) => {
         await laterQueued;
-        if (this.#stopped.signal.aborted || attempt.abandoned) return; // stopping: the scheduled job sends it again
-        await this.#record([{ owed, attempt }]);
+        // Abandoned, or stopping: the job due later sends it.
+        if (this.#stopped.signal.aborted || (t.kind === "answered" && t.attempt.abandoned)) return;
+        if (t.kind === "answered") await this.#record([{ owed, attempt: t.attempt }]);
+        // Turned away after all (its endpoint got stuck, or backed off, while it waited): owed
+        // again when the endpoint may answer, not only when the job that let go of it is due.
+        else this.#turnedAway(owed, t.kind === "busy" ? t.retryInMs : t.untilMs - Date.now());
       }),
       { waitId: owed.waitId },
     );
+  }
+
+  /** When a callback queued at its endpoint now is surely sent and answered, or timed out (ms from now). */
+  #queuedDueInMs(owed: OwedCallback): number {
+    return this.gate.expectedWaitMs(owed.host) + ATTEMPT_TIMEOUT_MS + 2_000;
+  }
+
+  /**
+   * Callbacks turned away after their jobs let go of them are owed again in one batch job per
+   * turn of the event loop (thousands queued to an endpoint that got stuck are turned away
+   * together), due when the soonest of them may go.
+   */
+  #turnedAway(owed: OwedCallback, retryInMs: number) {
+    if (this.#requeued.push({ owed, inS: Math.max(0.1, retryInMs / 1000), state: "unsent" }) > 1) return;
+    setImmediate(() => this.#inBackground(addJobs(this.#deps.db, deferredJobs(this.#requeued.splice(0))), { requeued: "turned away" }));
+  }
+
+  /**
+   * A callback through the endpoint gate (queued behind the endpoint's other requests while it
+   * answers) and out: what the gate said, or the attempt. `progress.sentAt` is set once it is sent.
+   */
+  async #admitAndPost(owed: OwedCallback, signal: AbortSignal, progress: { sentAt?: number }): Promise<Tried> {
+    const a = await this.gate.admit(owed.host, { queue: true });
+    if (a.kind !== "send") {
+      this.#deps.metrics?.deliveriesDeferred.inc({ reason: a.kind === "busy" ? "endpoint_busy" : "endpoint_backed_off" });
+      return a;
+    }
+    progress.sentAt = Date.now();
+    this.#deps.metrics?.deliveriesInFlight.inc();
+    const attempt = await postSigned(owed.url, owed.webhookId, owed.body, this.#deps.secrets.callbackSecret, signal, true);
+    this.#deps.metrics?.deliveriesInFlight.dec();
+    a.release(attempt.verdict === "retry", attempt.abandoned);
+    return { kind: "answered", attempt };
   }
 
   /**

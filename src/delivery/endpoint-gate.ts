@@ -6,10 +6,12 @@
  * one is answered. An answer that is not a failure (2xx, or a 4xx that is no reason to retry)
  * makes the host healthy again.
  *
- * Nothing here waits long: a request either goes now, waits briefly for a free slot while the
- * host answers (its requests in flight are young, and this one has waited less than `stuckMs`),
- * or is turned away (`busy`, `backed_off`) so the caller can schedule it for later instead of
- * holding a job slot for a hung endpoint, or for a slow one with thousands owed to it.
+ * A request either goes now, waits for a free slot while the host answers (its requests in
+ * flight are young), or is turned away (`busy`, `backed_off`) so the caller can schedule it for
+ * later instead of holding a job slot for a hung endpoint, or for a slow one with thousands owed
+ * to it. How long it may wait is the caller's choice (`AdmitOptions`): a job that holds its slot
+ * while it waits waits its share of `stuckMs`; a caller that lets go of the wait (the delivery
+ * engine's callbacks) queues as long as the host drains its queue within `maxQueueMs`.
  */
 export type Admission =
   | { kind: "send"; release(failed: boolean, abandoned?: boolean): void }
@@ -23,11 +25,26 @@ export interface EndpointGateOptions {
   maxBackoffS?: number;
   /** A host whose oldest request in flight is older than this, with no free slot, is stuck: turn away, do not wait. */
   stuckMs?: number;
+  /** Queued admissions (`queue: true`): turned away when the host would take longer than this to reach them. */
+  maxQueueMs?: number;
+  /** Queued admissions waiting at most, across all hosts (each holds its request's body in memory). */
+  maxQueued?: number;
   now?: () => number;
   /** An endpoint was backed off (its failures in a row, until when). */
   onBackOff?(host: string, failures: number, untilMs: number): void;
   /** An endpoint answered again after it had been backed off. */
   onRecover?(host: string): void;
+}
+
+export interface AdmitOptions {
+  /**
+   * Queue behind the host's requests as long as it answers, rather than for a share of
+   * `stuckMs`: for a caller that does not hold a job slot while it waits. A burst of thousands
+   * of callbacks to one healthy endpoint then goes out in order, none of them turned away to
+   * come back a second later; the queue is bounded by how fast the host drains it
+   * (`maxQueueMs`) and by `maxQueued` in all.
+   */
+  queue?: boolean;
 }
 
 interface Waiter {
@@ -39,6 +56,12 @@ interface HostState {
   inFlight: Set<{ at: number }>;
   /** How long its requests take to be answered (a moving average, ms): how soon a slot frees. */
   answerMs: number;
+  /**
+   * When a request of it last came back (answered or failed): a host whose oldest request is
+   * old while others keep coming back is slow (or we are: a burst saturating our own CPU), not
+   * stuck.
+   */
+  cameBackAt: number;
   waiters: Waiter[];
   failures: number;
   trips: number;
@@ -54,9 +77,17 @@ const MAX_IDLE_HOSTS = 1_000;
 export class EndpointGate {
   readonly #hosts = new Map<string, HostState>();
   readonly #opts: Required<Omit<EndpointGateOptions, "onBackOff" | "onRecover">> & Pick<EndpointGateOptions, "onBackOff" | "onRecover">;
+  /** Queued admissions waiting now, across all hosts. */
+  #queued = 0;
 
   constructor(opts: EndpointGateOptions) {
-    this.#opts = { maxBackoffS: 60, stuckMs: 1_000, now: Date.now, ...opts };
+    this.#opts = { maxBackoffS: 60, stuckMs: 1_000, maxQueueMs: 30_000, maxQueued: 20_000, now: Date.now, ...opts };
+  }
+
+  /** How long a request admitted to `host` now would wait for a slot (an estimate, ms). */
+  expectedWaitMs(host: string): number {
+    const s = this.#hosts.get(host);
+    return s ? this.#drainMs(s, s.waiters.length) : 0;
   }
 
   /** Endpoints backed off right now. */
@@ -72,34 +103,51 @@ export class EndpointGate {
     return (this.#hosts.get(host)?.untilMs ?? 0) > this.#opts.now();
   }
 
-  async admit(host: string): Promise<Admission> {
+  async admit(host: string, opts: AdmitOptions = {}): Promise<Admission> {
     const since = this.#opts.now();
-    for (;;) {
+    for (let first = true; ; first = false) {
       const s = this.#state(host);
       const now = this.#opts.now();
       if (s.untilMs > now) return { kind: "backed_off", failures: s.failures, untilMs: s.untilMs };
       // After a backoff: one probe at a time until the endpoint answers.
-      const limit = s.trips > 0 ? 1 : this.#opts.perEndpoint;
+      const limit = this.#limit(s);
       if (s.inFlight.size < limit) return this.#send(host, s);
       // A Set keeps insertion order: its first request is the oldest.
       const age = now - s.inFlight.values().next().value!.at;
+      // Stuck: its oldest request is old and none came back since. When it will look stuck if
+      // nothing comes back:
+      const stuckAt = Math.max(now - age, s.cameBackAt) + this.#opts.stuckMs;
       // Stuck (or a probe is out): come back later, the longer the longer they hang.
-      if (s.trips > 0 || age >= this.#opts.stuckMs) return { kind: "busy", retryInMs: Math.min(10_000, Math.max(1_000, 2 * age)) };
-      // Answering, but more is owed to it than it answers while this waited: come back about when
-      // the ones queued ahead have gone (the job slot is not held for a slow endpoint's backlog).
-      // (Within a tenth of its time: those turned away together, one wake-up of a queue of
-      // thousands per 100 ms rather than one per waiter.)
-      if (now - since >= 0.9 * this.#opts.stuckMs) {
-        const drainMs = ((s.waiters.length + s.inFlight.size) / limit) * s.answerMs;
-        return { kind: "busy", retryInMs: Math.min(30_000, Math.max(1_000, drainMs)) };
-      }
-      // Its requests are young: a slot frees soon. Wait for one, or until they look stuck, or
+      if (s.trips > 0 || now >= stuckAt) return { kind: "busy", retryInMs: Math.min(10_000, Math.max(1_000, 2 * age)) };
+      // Answering, but more is owed to it than it answers while this may wait: come back about
+      // when the ones queued ahead have gone (the job slot is not held for a slow endpoint's
+      // backlog). A job that holds its slot waits its share of stuckMs first (within a tenth of
+      // it: those turned away together, one wake-up of a queue of thousands per 100 ms rather
+      // than one per waiter); a queued caller is turned away at once, and only when the queue
+      // would outlast maxQueueMs or the gate holds maxQueued.
+      const turnAway = opts.queue
+        ? first && (this.#queued >= this.#opts.maxQueued || this.#drainMs(s, s.waiters.length + 1) > this.#opts.maxQueueMs)
+        : now - since >= 0.9 * this.#opts.stuckMs;
+      if (turnAway) return { kind: "busy", retryInMs: Math.min(30_000, Math.max(1_000, this.#drainMs(s, s.waiters.length + s.inFlight.size))) };
+      // Its requests come back: a slot frees soon. Wait for one, or until they look stuck, or
       // this one has waited its share.
+      const waitMs = opts.queue ? stuckAt - now : Math.min(stuckAt - now, since + this.#opts.stuckMs - now);
+      if (opts.queue) this.#queued++;
       await new Promise<void>((resolve) => {
         s.waiters.push({ wake: resolve });
-        this.#wakeAllAfter(s, Math.min(this.#opts.stuckMs - age, since + this.#opts.stuckMs - now) + 1);
+        this.#wakeAllAfter(s, waitMs + 1);
       });
+      if (opts.queue) this.#queued--;
     }
+  }
+
+  #limit(s: HostState): number {
+    return s.trips > 0 ? 1 : this.#opts.perEndpoint;
+  }
+
+  /** How long until `ahead` requests queued at the host have gone, at the pace it answers. */
+  #drainMs(s: HostState, ahead: number): number {
+    return (ahead / this.#limit(s)) * s.answerMs;
   }
 
   /**
@@ -122,7 +170,7 @@ export class EndpointGate {
   #state(host: string): HostState {
     let s = this.#hosts.get(host);
     if (!s && this.#hosts.size >= MAX_IDLE_HOSTS) this.#forgetIdle();
-    if (!s) this.#hosts.set(host, (s = { inFlight: new Set(), answerMs: 0, waiters: [], failures: 0, trips: 0, trippedAt: 0, untilMs: 0 }));
+    if (!s) this.#hosts.set(host, (s = { inFlight: new Set(), answerMs: 0, cameBackAt: 0, waiters: [], failures: 0, trips: 0, trippedAt: 0, untilMs: 0 }));
     return s;
   }
 
@@ -138,10 +186,10 @@ export class EndpointGate {
         released = true;
         s.inFlight.delete(request);
         s.answerMs = s.answerMs === 0 ? this.#opts.now() - request.at : 0.9 * s.answerMs + 0.1 * (this.#opts.now() - request.at);
+        if (!abandoned) s.cameBackAt = this.#opts.now();
         if (!abandoned && failed) this.#failed(host, s, request.at);
         else if (!abandoned) this.#answered(host, s);
         this.#wakeOne(s);
-        this.#forgetIfIdle(host, s);
       },
     };
   }
@@ -174,17 +222,13 @@ export class EndpointGate {
   }
 
   /**
-   * Hosts that failed and then got no more requests are kept (their count of failures in a row);
-   * past MAX_IDLE_HOSTS, those with nothing in flight, queued or backed off are forgotten, so
+   * Hosts with nothing in flight are kept: those that failed (their count of failures in a row),
+   * and those that answered (how fast they answer, which bounds the queue a burst to them may
+   * wait in: a host forgotten while idle met every burst as unknown). Past MAX_IDLE_HOSTS, those with nothing in flight, queued or backed off are forgotten, so
    * callbacks to ever new hosts cannot grow this without bound.
    */
   #forgetIdle() {
     const now = this.#opts.now();
     for (const [host, s] of this.#hosts) if (s.inFlight.size === 0 && s.waiters.length === 0 && s.untilMs <= now) this.#hosts.delete(host);
-  }
-
-  /** A healthy host with nothing in flight needs no memory. */
-  #forgetIfIdle(host: string, s: HostState) {
-    if (s.inFlight.size === 0 && s.waiters.length === 0 && s.failures === 0 && s.trips === 0) this.#hosts.delete(host);
   }
 }

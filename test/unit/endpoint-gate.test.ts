@@ -3,7 +3,7 @@ import { EndpointGate, type Admission } from "../../src/delivery/endpoint-gate.t
 
 // The per-endpoint gate of callback delivery, on a clock the test moves.
 
-function gate(opts: { perEndpoint?: number; failures?: number } = {}) {
+function gate(opts: { perEndpoint?: number; failures?: number; maxQueueMs?: number; maxQueued?: number } = {}) {
   let t = 1_000_000;
   const events: string[] = [];
   const g = new EndpointGate({
@@ -11,6 +11,8 @@ function gate(opts: { perEndpoint?: number; failures?: number } = {}) {
     failuresToBackOff: opts.failures ?? 3,
     backoffBaseS: 1,
     stuckMs: 100,
+    ...(opts.maxQueueMs ? { maxQueueMs: opts.maxQueueMs } : {}),
+    ...(opts.maxQueued ? { maxQueued: opts.maxQueued } : {}),
     now: () => t,
     onBackOff: (host, failures, until) => events.push(`backoff ${host} ${failures} ${(until - t) / 1000}s`),
     onRecover: (host) => events.push(`recover ${host}`),
@@ -99,5 +101,74 @@ describe("EndpointGate", () => {
     expect(g.backedOff()).toBe(0);
     send(await g.admit("a:1"));
     send(await g.admit("a:1")); // the full cap again
+  });
+});
+
+describe("EndpointGate, queued admissions (a caller that holds no job slot while it waits)", () => {
+  /** An endpoint answering one request at a time, each in 40 ms. */
+  async function answering(g: EndpointGate, advance: (ms: number) => void) {
+    const first = send(await g.admit("a:1"));
+    advance(40);
+    first.release(false);
+    return send(await g.admit("a:1"));
+  }
+
+  it("wait their turn past a job's share while the endpoint answers, in order", async () => {
+    const { g, advance } = gate({ perEndpoint: 1 });
+    let inFlight = await answering(g, advance);
+    const queued = [0, 1, 2].map(() => g.admit("a:1", { queue: true }));
+    for (const next of queued) {
+      advance(40); // each answered in 40 ms: never stuck (100 ms), though the last waits 120 ms
+      inFlight.release(false);
+      inFlight = send(await next);
+    }
+    // A job's admission that waited as long would have been turned away.
+    const held = g.admit("a:1");
+    advance(95);
+    expect((await held).kind).toBe("busy");
+  });
+
+  it("are turned away at once when the endpoint would take longer than maxQueueMs to reach them", async () => {
+    const { g, advance } = gate({ perEndpoint: 1, maxQueueMs: 100 });
+    const inFlight = await answering(g, advance);
+    const queued = [g.admit("a:1", { queue: true }), g.admit("a:1", { queue: true })]; // 40 and 80 ms away
+    expect(g.expectedWaitMs("a:1")).toBe(80);
+    expect(await g.admit("a:1", { queue: true })).toMatchObject({ kind: "busy" }); // 120 ms away
+    inFlight.release(false);
+    send(await queued[0]!).release(false);
+    send(await queued[1]!);
+  });
+
+  it("are bounded across all endpoints (maxQueued)", async () => {
+    const { g, advance } = gate({ perEndpoint: 1, maxQueued: 2 });
+    const a = await answering(g, advance);
+    const b = send(await g.admit("b:1"));
+    const queued = [g.admit("a:1", { queue: true }), g.admit("b:1", { queue: true })];
+    expect(await g.admit("b:1", { queue: true })).toMatchObject({ kind: "busy" });
+    a.release(false);
+    b.release(false);
+    for (const q of queued) send(await q);
+  });
+
+  it("wait behind a request that hangs while the endpoint's others come back: slow, not stuck", async () => {
+    const { g, advance } = gate({ perEndpoint: 2 });
+    send(await g.admit("a:1")); // hangs
+    let other = send(await g.admit("a:1"));
+    for (let i = 0; i < 3; i++) {
+      const queued = g.admit("a:1", { queue: true });
+      advance(60); // the hung one grows older than stuckMs (100 ms); the other comes back every 60 ms
+      other.release(false);
+      other = send(await queued);
+    }
+    advance(150); // nothing came back for longer than stuckMs: now it is stuck
+    expect(await g.admit("a:1", { queue: true })).toMatchObject({ kind: "busy" });
+  });
+
+  it("are turned away once the endpoint's requests look stuck", async () => {
+    const { g, advance } = gate({ perEndpoint: 1 });
+    await answering(g, advance);
+    const queued = g.admit("a:1", { queue: true });
+    advance(150); // the request in flight is older than stuckMs; the gate looks again on its timer
+    expect(await queued).toMatchObject({ kind: "busy" });
   });
 });

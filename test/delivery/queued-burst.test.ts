@@ -1,0 +1,119 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startCallbackReceiver, type ReceivedCallback } from "../helpers/callback-receiver.ts";
+import { advanceClock } from "../helpers/clock.ts";
+import { declareType, openWait } from "../helpers/http.ts";
+import { createTestDatabase, startTestApp, type TestApp } from "../helpers/test-app.ts";
+import { waitFor } from "../helpers/wait-for.ts";
+
+// A burst of callbacks to one endpoint that answers, but takes several seconds to take them all
+// (issue 13, item 2): they queue at the endpoint gate in order, none is turned away to come back
+// a second later (the gate used to turn away whatever had waited a second, so the back of a
+// 10,000-timeout burst came late by a second or more, in gaps), and the delivery jobs let go of
+// the queue after a second, so it holds no job slot. The jobs that keep what they let go of owed
+// send none of it again, whether they come due while it still waits its turn or once it is
+// delivered; if the process stops first, they deliver it.
+// Nothing is timed: what is asserted is what was sent, what was turned away and what is owed.
+
+const WAITS = 300;
+/** 2 at a time, each answered in 20 ms: about 100 a second, so the burst queues for about 3 s. */
+const ENV = { SIGNALBOX_DELIVERY_ENDPOINT_CONCURRENCY: "2" };
+const slowly = () => new Promise<number>((r) => setTimeout(() => r(204), 20));
+
+let app: TestApp;
+const closers: Array<() => Promise<void>> = [];
+
+beforeAll(async () => {
+  app = await startTestApp({ env: ENV });
+  await declareType(app, "approval", { auth: { scheme: "none" } });
+});
+afterAll(async () => {
+  await app?.close();
+  await Promise.all(closers.map((c) => c()));
+});
+
+async function receiver() {
+  const r = await startCallbackReceiver(slowly);
+  closers.push(r.close);
+  return r;
+}
+
+async function metric(target: TestApp, name: string, reason: string): Promise<number> {
+  const text = await (await fetch(`${target.baseUrl}/metrics`)).text();
+  const line = text.split("\n").find((l) => l.startsWith(`${name}{reason="${reason}"}`));
+  return line ? Number(line.split(" ").at(-1)) : 0;
+}
+
+async function openBurst(target: TestApp, prefix: string, callbackUrl: string): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < WAITS; i++) ids.push((await openWait(target, `${prefix}-${i}`, { signal: "approval", timeout_s: 60, callback_url: callbackUrl }, 201)).body.id);
+  return ids;
+}
+
+const webhookIds = (received: ReceivedCallback[]) => received.map((cb) => String(cb.headers["webhook-id"]));
+
+async function deliveryStates(target: TestApp, ids: string[]) {
+  return target.database.sql<{ delivery_status: string; delivery_attempts: number }[]>`
+    select delivery_status, delivery_attempts from signalbox.waits where id = any(${ids}::text[])`;
+}
+
+/** deliver_callback jobs still to run (`later`: not running, and not due yet), and the wait ids they name. */
+async function owedJobs(target: TestApp, which: "all" | "later" = "all") {
+  const jobs = await target.database.sql<{ payload: unknown }[]>`
+    select j.payload from graphile_worker._private_jobs j join graphile_worker._private_tasks t on t.id = j.task_id
+    where t.identifier = 'deliver_callback' and (${which} = 'all' or (j.locked_at is null and j.run_at > now()))`;
+  return jobs.flatMap((j) => (Array.isArray(j.payload) ? (j.payload as string[]) : [(j.payload as { id: string }).id]));
+}
+
+describe("a burst to one endpoint that takes seconds to answer it all", () => {
+  it("goes out in one queue: every callback once, none turned away, and the jobs let go of it", { timeout: 120_000 }, async () => {
+    const engine = await receiver();
+    const ids = await openBurst(app, "burst", engine.url);
+    const busyBefore = await metric(app, "signalbox_deliveries_deferred_total", "endpoint_busy");
+    await advanceClock(app, 60); // all time out together: three batch jobs of 100 callbacks
+
+    // A second in, the jobs have let go of the queue: the jobs that keep it owed are due later.
+    await waitFor("the jobs let go of the queue", () => owedJobs(app, "later"), { until: (owed) => owed.length > 0, timeoutMs: 30_000 });
+    expect((await owedJobs(app, "later")).every((id) => ids.includes(id))).toBe(true);
+    expect(engine.received.length).toBeLessThan(WAITS / 2);
+    // Due now, while most of the queue still waits its turn: they send none of it again.
+    await advanceClock(app, 60);
+
+    await engine.waitFor(WAITS, 60_000);
+    await waitFor("every delivery recorded", async () => (await deliveryStates(app, ids)).filter((w) => w.delivery_status === "delivered").length, {
+      until: (n) => n === WAITS,
+      timeoutMs: 30_000,
+    });
+    await advanceClock(app, 60);
+    await waitFor("the jobs that kept it owed ran", () => owedJobs(app), { until: (left) => left.length === 0, timeoutMs: 30_000 });
+    // Each sent once: nothing was turned away, and no job sent again what was queued.
+    expect(new Set(webhookIds(engine.received)).size).toBe(WAITS);
+    expect(engine.received.length).toBe(WAITS);
+    expect(await metric(app, "signalbox_deliveries_deferred_total", "endpoint_busy")).toBe(busyBefore);
+    expect((await deliveryStates(app, ids)).every((w) => w.delivery_attempts === 1)).toBe(true);
+  });
+
+  it("still queued when the process stops: the jobs that kept it owed deliver the rest after a restart", { timeout: 120_000 }, async () => {
+    const database = await createTestDatabase();
+    closers.push(database.drop);
+    const first = await startTestApp({ env: ENV, databaseUrl: database.url });
+    await declareType(first, "approval", { auth: { scheme: "none" } });
+    const engine = await receiver();
+    const ids = await openBurst(first, "stopped", engine.url);
+    await advanceClock(first, 60);
+    // A second in, the jobs have let go of the queue; stop with most of it unsent.
+    await engine.waitFor(1, 30_000);
+    await waitFor("the jobs let go of the queue", () => owedJobs(first, "later"), { until: (owed) => owed.length > 0, timeoutMs: 30_000 });
+    await first.close();
+    const sentBeforeStop = new Set(webhookIds(engine.received)).size;
+    expect(sentBeforeStop).toBeLessThan(WAITS);
+
+    const second = await startTestApp({ env: ENV, databaseUrl: database.url });
+    closers.unshift(second.close); // before the database is dropped
+    await advanceClock(second, 60); // the jobs that kept the rest owed are due
+    await waitFor("every callback, after the restart", () => new Set(webhookIds(engine.received)).size, { until: (n) => n === WAITS, timeoutMs: 60_000 });
+    await waitFor("every delivery recorded", async () => (await deliveryStates(second, ids)).filter((w) => w.delivery_status === "delivered").length, {
+      until: (n) => n === WAITS,
+      timeoutMs: 30_000,
+    });
+  });
+});
