@@ -3,7 +3,7 @@ import { addJobs, jobKeys, type JobSpec, type TaskName } from "../jobs/enqueue.t
 import { GroupCall } from "../db/group-call.ts";
 import { findWaitsWithEvents, type WaitWithEvent } from "../waits/waits.queries.ts";
 import { owedCallback, recordAttempts, reportRecorded, type DeliveryDeps, type OwedCallback, type Recorded } from "./deliver-callback.ts";
-import { EndpointGate, type Admission } from "./endpoint-gate.ts";
+import { EndpointGate, type Admission, type AdmitOptions } from "./endpoint-gate.ts";
 import { ATTEMPT_TIMEOUT_MS, postSigned, type AttemptResult } from "./post-signed.ts";
 
 /**
@@ -15,13 +15,32 @@ import { ATTEMPT_TIMEOUT_MS, postSigned, type AttemptResult } from "./post-signe
  */
 const HAND_OFF_MS = 1_000;
 
+/**
+ * How long a callback let go of while it waits its turn at its endpoint may go on waiting: past
+ * it, it is turned away (and scheduled again). The job that keeps it owed is due after this and
+ * the request's time limit, so it never finds it still waiting here, or in flight.
+ */
+const QUEUE_HOLD_MS = 30_000;
+
+/**
+ * A callback a batch job names at the attempt it was owed at (the delivery engine's own batch
+ * jobs: src/worker/tasks.ts): owed by that job only while the wait's delivery is still there. A
+ * retry or a redelivery since has a job of its own, which must not be run early.
+ */
+export interface CallbackAtAttempt {
+  id: string;
+  attempts: number;
+  round: number;
+}
+
 /** A callback this job does not settle: it is owed again `inS` from now. */
 interface Later {
   owed: OwedCallback;
   inS: number;
   /**
    * sent: let go of once sent (its answer may still come); queued: let go of while it waits
-   * its turn at the endpoint; unsent: not sent (its endpoint stuck, or the job stopping).
+   * its turn at the endpoint (or found under way here for another job); unsent: not sent (its
+   * endpoint stuck, or the job stopping).
    */
   state: "sent" | "queued" | "unsent";
 }
@@ -37,15 +56,24 @@ interface Later {
 function deferredJobs(later: Later[]): JobSpec[] {
   const jobs: JobSpec[] = later.filter((l) => l.state === "sent").map((l) => ({ task: "deliver_callback", payload: { id: l.owed.waitId }, inS: l.inS, jobKey: jobKeys.deliver(l.owed.waitId) }));
   const unsent = later.filter((l) => l.state === "unsent");
-  if (unsent.length > 0) jobs.push(batchJob(unsent, Math.min(...unsent.map((l) => l.inS))));
+  if (unsent.length > 0) jobs.push(...batchJobs(unsent, Math.min(...unsent.map((l) => l.inS))));
   const queued = later.filter((l) => l.state === "queued");
-  if (queued.length > 0) jobs.push(batchJob(queued, Math.max(...queued.map((l) => l.inS))));
+  if (queued.length > 0) jobs.push(...batchJobs(queued, Math.max(...queued.map((l) => l.inS))));
   return jobs;
 }
 
-function batchJob(items: Later[], inS: number): JobSpec {
-  return { task: "deliver_callback", payload: items.map((l) => l.owed.waitId), inS };
+/** Batch jobs of at most 100 callbacks, as enqueue_callbacks makes them, each named at its attempt. */
+function batchJobs(items: Later[], inS: number): JobSpec[] {
+  const jobs: JobSpec[] = [];
+  for (let i = 0; i < items.length; i += 100) {
+    const payload: CallbackAtAttempt[] = items.slice(i, i + 100).map(({ owed }) => ({ id: owed.waitId, attempts: owed.attemptsBefore, round: owed.roundBefore }));
+    jobs.push({ task: "deliver_callback", payload, inS });
+  }
+  return jobs;
 }
+
+/** An attempt's place in its wait's deliveries: its round, and the attempts recorded before it. */
+const underwayKey = (owed: OwedCallback) => `${owed.roundBefore}/${owed.attemptsBefore}`;
 
 /** What became of a callback at the endpoint gate: turned away, or sent and answered. */
 type Tried = Exclude<Admission, { kind: "send" }> | { kind: "answered"; attempt: AttemptResult };
@@ -100,8 +128,7 @@ export class DeliveryEngine {
   readonly #stopped = new AbortController();
   /**
    * The attempt (`round/attempts before`) of each wait queued at its endpoint or in flight here,
-   * until it is answered: a job that comes due for it meanwhile (the one that kept it owed when
-   * its job let go of it) does not send it again.
+   * until it is recorded: a job that comes due for it meanwhile does not send it again.
    */
   readonly #underway = new Map<string, string>();
   /** Callbacks turned away after their jobs let go of them, to be owed again (#turnedAway). */
@@ -135,9 +162,11 @@ export class DeliveryEngine {
   }
 
   /** Delivers the callbacks these waits owe now (the rest are skipped); resolves once each is recorded or scheduled again. */
-  async deliver(waitIds: string[], abort?: AbortSignal): Promise<void> {
-    const ids = [...new Set(waitIds)];
-    const owed = (await this.#reads.call(ids)).map((found) => found && owedCallback(found)).filter((o): o is OwedCallback => o !== undefined);
+  async deliver(callbacks: Array<string | CallbackAtAttempt>, abort?: AbortSignal): Promise<void> {
+    const atAttempt = new Map(callbacks.filter((c) => typeof c !== "string").map((c) => [c.id, c]));
+    const ids = [...new Set(callbacks.map((c) => (typeof c === "string" ? c : c.id)))];
+    const stillAt = (o: OwedCallback, at = atAttempt.get(o.waitId)) => !at || (at.attempts === o.attemptsBefore && at.round === o.roundBefore);
+    const owed = (await this.#reads.call(ids)).map((found) => found && owedCallback(found)).filter((o): o is OwedCallback => o !== undefined && stillAt(o));
     const later: Later[] = [];
     const recordNow: Array<{ owed: OwedCallback; attempt: AttemptResult }> = [];
     // One signal for the batch's requests: the job's (the worker stopping) or the engine's.
@@ -146,12 +175,14 @@ export class DeliveryEngine {
     // queued: its record's retry (same key) must replace that job, never be replaced by it.
     let laterQueued!: () => void;
     const queued = new Promise<void>((resolve) => (laterQueued = resolve));
+    const settledHere: OwedCallback[] = [];
     try {
-      await Promise.all(owed.map((o) => this.#one(o, later, recordNow, signal, queued)));
+      await Promise.all(owed.map(async (o) => (await this.#one(o, later, recordNow, signal, queued)) && settledHere.push(o)));
       await this.#record(recordNow);
       await addJobs(this.#deps.db, deferredJobs(later));
     } finally {
       laterQueued();
+      for (const o of settledHere) this.#settled(o);
     }
   }
 
@@ -214,24 +245,29 @@ export class DeliveryEngine {
 
   /** Stops the requests handed off: the jobs that keep their deliveries owed send them again. */
   async stop(): Promise<void> {
+    this.gate.close();
     this.#stopped.abort();
     await Promise.allSettled([...this.#background]);
   }
 
-  async #one(owed: OwedCallback, later: Later[], recordNow: Array<{ owed: OwedCallback; attempt: AttemptResult }>, signal: AbortSignal, laterQueued: Promise<void>) {
-    const attempt = `${owed.roundBefore}/${owed.attemptsBefore}`;
+  /**
+   * One callback, through the endpoint gate (it waits its turn while the endpoint answers) and
+   * out. Resolves true when this job settled it (recorded, or scheduled again), false when it
+   * let go of it or another job has it under way.
+   */
+  async #one(owed: OwedCallback, later: Later[], recordNow: Array<{ owed: OwedCallback; attempt: AttemptResult }>, signal: AbortSignal, laterQueued: Promise<void>): Promise<boolean> {
+    const attempt = underwayKey(owed);
     if (this.#underway.get(owed.waitId) === attempt) {
-      // This attempt is queued or in flight here already (the job that kept it owed came due
-      // before its turn did): it is not sent twice. A job due later keeps it owed, in case this
-      // process dies before it is recorded.
-      later.push({ owed, inS: this.#queuedDueInMs(owed) / 1000, state: "queued" });
-      return;
+      // This attempt is queued or in flight here already (a job that kept it owed came due
+      // before it was recorded): it is not sent twice. A job due later keeps it owed, in case
+      // this process dies before it is recorded.
+      later.push({ owed, inS: (QUEUE_HOLD_MS + ATTEMPT_TIMEOUT_MS + 2_000) / 1000, state: "queued" });
+      return false;
     }
     this.#underway.set(owed.waitId, attempt);
+    const ticket: AdmitOptions = { queue: true, bytes: owed.body.length };
     const progress: { sentAt?: number } = {};
-    const tried = this.#admitAndPost(owed, signal, progress);
-    const settled = () => void (this.#underway.get(owed.waitId) === attempt && this.#underway.delete(owed.waitId));
-    tried.then(settled, settled);
+    const tried = this.#admitAndPost(owed, ticket, signal, progress);
     const first = await this.#firstOrNothing(tried);
     if (first) {
       const t = first.answer;
@@ -244,34 +280,38 @@ export class DeliveryEngine {
       // Abandoned (the job runner stopping): no attempt to record; it is sent again soon.
       else if (t.attempt.abandoned) later.push({ owed, inS: 1, state: "unsent" });
       else recordNow.push({ owed, attempt: t.attempt });
-      return;
+      return true;
     }
     // Queued behind the endpoint's other requests, or sent and not answered yet: the job lets go
-    // of it. A job due after the request's time limit (and, when still queued, after the queue
-    // ahead of it) keeps it owed; the answer, when it comes, is recorded in the background.
-    // Thousands queued in a burst share a batch job: a job of each one's own would cost the
-    // burst an insert each, and each is nearly always delivered long before it is due.
+    // of it. A job due after the request's time limit (and, when still queued, after the most it
+    // may wait now) keeps it owed; the answer, when it comes, is recorded in the background.
+    // Thousands queued in a burst share batch jobs: a job of each one's own would cost the burst
+    // an insert each, and each is nearly always delivered long before it is due.
     const sent = progress.sentAt !== undefined;
     if (sent) this.#deps.metrics?.deliveriesDeferred.inc({ reason: "slow_endpoint" });
-    const dueInMs = sent ? ATTEMPT_TIMEOUT_MS - (Date.now() - progress.sentAt!) + 2_000 : this.#queuedDueInMs(owed);
+    else ticket.until = Date.now() + QUEUE_HOLD_MS;
+    const dueInMs = (sent ? ATTEMPT_TIMEOUT_MS - (Date.now() - progress.sentAt!) : QUEUE_HOLD_MS + ATTEMPT_TIMEOUT_MS) + 2_000;
     later.push({ owed, inS: dueInMs / 1000, state: sent ? "sent" : "queued" });
     this.#inBackground(
-      tried.then(async (t) => {
-        await laterQueued;
-        // Abandoned, or stopping: the job due later sends it.
-        if (this.#stopped.signal.aborted || (t.kind === "answered" && t.attempt.abandoned)) return;
-        if (t.kind === "answered") await this.#record([{ owed, attempt: t.attempt }]);
-        // Turned away after all (its endpoint got stuck, or backed off, while it waited): owed
-        // again when the endpoint may answer, not only when the job that let go of it is due.
-        else this.#turnedAway(owed, t.kind === "busy" ? t.retryInMs : t.untilMs - Date.now());
-      }),
+      tried
+        .then(async (t) => {
+          await laterQueued;
+          if (this.#stopped.signal.aborted) return; // stopping: the job due later sends it
+          if (t.kind === "answered" && !t.attempt.abandoned) await this.#record([{ owed, attempt: t.attempt }]);
+          // Turned away after all (its endpoint got stuck, or backed off, or it waited its most),
+          // or abandoned (its job runner stopped): owed again when the endpoint may answer, not
+          // only when the job that let go of it is due.
+          else this.#turnedAway(owed, t.kind === "busy" ? t.retryInMs : t.kind === "backed_off" ? t.untilMs - Date.now() : 1_000);
+        })
+        .finally(() => this.#settled(owed)),
       { waitId: owed.waitId },
     );
+    return false;
   }
 
-  /** When a callback queued at its endpoint now is surely sent and answered, or timed out (ms from now). */
-  #queuedDueInMs(owed: OwedCallback): number {
-    return this.gate.expectedWaitMs(owed.host) + ATTEMPT_TIMEOUT_MS + 2_000;
+  /** This process no longer has the callback's attempt under way (#underway). */
+  #settled(owed: OwedCallback) {
+    if (this.#underway.get(owed.waitId) === underwayKey(owed)) this.#underway.delete(owed.waitId);
   }
 
   /**
@@ -281,18 +321,27 @@ export class DeliveryEngine {
    */
   #turnedAway(owed: OwedCallback, retryInMs: number) {
     if (this.#requeued.push({ owed, inS: Math.max(0.1, retryInMs / 1000), state: "unsent" }) > 1) return;
-    setImmediate(() => this.#inBackground(addJobs(this.#deps.db, deferredJobs(this.#requeued.splice(0))), { requeued: "turned away" }));
+    const nextTurn = new Promise<void>((resolve) => setImmediate(resolve));
+    this.#inBackground(
+      nextTurn.then(() => addJobs(this.#deps.db, deferredJobs(this.#requeued.splice(0)))),
+      { requeued: "turned away" },
+    );
   }
 
   /**
    * A callback through the endpoint gate (queued behind the endpoint's other requests while it
    * answers) and out: what the gate said, or the attempt. `progress.sentAt` is set once it is sent.
    */
-  async #admitAndPost(owed: OwedCallback, signal: AbortSignal, progress: { sentAt?: number }): Promise<Tried> {
-    const a = await this.gate.admit(owed.host, { queue: true });
+  async #admitAndPost(owed: OwedCallback, ticket: AdmitOptions, signal: AbortSignal, progress: { sentAt?: number }): Promise<Tried> {
+    const a = await this.gate.admit(owed.host, ticket);
     if (a.kind !== "send") {
       this.#deps.metrics?.deliveriesDeferred.inc({ reason: a.kind === "busy" ? "endpoint_busy" : "endpoint_backed_off" });
       return a;
+    }
+    if (signal.aborted) {
+      // Its turn came after its job runner stopped: not sent, and nothing said of the endpoint.
+      a.release(false, true);
+      return { kind: "answered", attempt: { verdict: "retry", error: null, seconds: 0, abandoned: true } };
     }
     progress.sentAt = Date.now();
     this.#deps.metrics?.deliveriesInFlight.inc();

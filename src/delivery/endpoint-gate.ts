@@ -23,12 +23,14 @@ export interface EndpointGateOptions {
   failuresToBackOff: number;
   backoffBaseS: number;
   maxBackoffS?: number;
-  /** A host whose oldest request in flight is older than this, with no free slot, is stuck: turn away, do not wait. */
+  /** A host whose oldest request in flight is older than this, and none came back for as long, is stuck: turn away, do not wait. */
   stuckMs?: number;
   /** Queued admissions (`queue: true`): turned away when the host would take longer than this to reach them. */
   maxQueueMs?: number;
-  /** Queued admissions waiting at most, across all hosts (each holds its request's body in memory). */
+  /** Queued admissions waiting at most, across all hosts; one host takes half of them at most. */
   maxQueued?: number;
+  /** The requests of queued admissions (their bodies, held in memory meanwhile) take this many bytes at most, across all hosts. */
+  maxQueuedBytes?: number;
   now?: () => number;
   /** An endpoint was backed off (its failures in a row, until when). */
   onBackOff?(host: string, failures: number, untilMs: number): void;
@@ -42,14 +44,18 @@ export interface AdmitOptions {
    * `stuckMs`: for a caller that does not hold a job slot while it waits. A burst of thousands
    * of callbacks to one healthy endpoint then goes out in order, none of them turned away to
    * come back a second later; the queue is bounded by how fast the host drains it
-   * (`maxQueueMs`) and by `maxQueued` in all.
+   * (`maxQueueMs`, looked at again each time the waiters wake) and by `maxQueued` and
+   * `maxQueuedBytes` in all.
    */
   queue?: boolean;
+  /** Queued: the request's size in bytes. */
+  bytes?: number;
+  /** Queued: turned away if still waiting then (the gate's clock). The caller may set it while it waits. */
+  until?: number;
 }
 
-interface Waiter {
-  wake(): void;
-}
+/** Woken for its turn (a slot freed for it) or to look again (a timer, a backoff, the gate closing). */
+type Wake = "turn" | "look";
 
 interface HostState {
   /** Start times of the requests in flight. */
@@ -62,13 +68,17 @@ interface HostState {
    * stuck.
    */
   cameBackAt: number;
-  waiters: Waiter[];
+  /** Admissions that hold a job slot while they wait: woken before the queued ones. */
+  urgent: Array<(w: Wake) => void>;
+  /** Queued admissions, in order. */
+  queued: Array<(w: Wake) => void>;
   failures: number;
   trips: number;
   /** When the last backoff began: a request sent before it failing says nothing new. */
   trippedAt: number;
   untilMs: number;
   timer?: NodeJS.Timeout;
+  timerAt?: number;
 }
 
 /** Endpoints kept before the idle ones are forgotten (see #forgetIdle). */
@@ -77,17 +87,19 @@ const MAX_IDLE_HOSTS = 1_000;
 export class EndpointGate {
   readonly #hosts = new Map<string, HostState>();
   readonly #opts: Required<Omit<EndpointGateOptions, "onBackOff" | "onRecover">> & Pick<EndpointGateOptions, "onBackOff" | "onRecover">;
-  /** Queued admissions waiting now, across all hosts. */
+  /** Queued admissions waiting now across all hosts, and the bytes of their requests. */
   #queued = 0;
+  #queuedBytes = 0;
+  #closed = false;
 
   constructor(opts: EndpointGateOptions) {
-    this.#opts = { maxBackoffS: 60, stuckMs: 1_000, maxQueueMs: 30_000, maxQueued: 20_000, now: Date.now, ...opts };
+    this.#opts = { maxBackoffS: 60, stuckMs: 1_000, maxQueueMs: 30_000, maxQueued: 20_000, maxQueuedBytes: 256 * 2 ** 20, now: Date.now, ...opts };
   }
 
   /** How long a request admitted to `host` now would wait for a slot (an estimate, ms). */
   expectedWaitMs(host: string): number {
     const s = this.#hosts.get(host);
-    return s ? this.#drainMs(s, s.waiters.length) : 0;
+    return s ? this.#drainMs(s, s.urgent.length + s.queued.length) : 0;
   }
 
   /** Endpoints backed off right now. */
@@ -103,42 +115,81 @@ export class EndpointGate {
     return (this.#hosts.get(host)?.untilMs ?? 0) > this.#opts.now();
   }
 
+  /** Turns away every admission waiting and every one after (the engine stopping). */
+  close(): void {
+    this.#closed = true;
+    for (const s of this.#hosts.values()) this.#wakeAll(s);
+  }
+
   async admit(host: string, opts: AdmitOptions = {}): Promise<Admission> {
     const since = this.#opts.now();
-    for (let first = true; ; first = false) {
+    const bytes = opts.queue ? (opts.bytes ?? 0) : 0;
+    for (let wake: Wake | undefined; ; ) {
       const s = this.#state(host);
-      const now = this.#opts.now();
-      if (s.untilMs > now) return { kind: "backed_off", failures: s.failures, untilMs: s.untilMs };
-      // After a backoff: one probe at a time until the endpoint answers.
-      const limit = this.#limit(s);
-      if (s.inFlight.size < limit) return this.#send(host, s);
-      // A Set keeps insertion order: its first request is the oldest.
-      const age = now - s.inFlight.values().next().value!.at;
-      // Stuck: its oldest request is old and none came back since. When it will look stuck if
-      // nothing comes back:
-      const stuckAt = Math.max(now - age, s.cameBackAt) + this.#opts.stuckMs;
-      // Stuck (or a probe is out): come back later, the longer the longer they hang.
-      if (s.trips > 0 || now >= stuckAt) return { kind: "busy", retryInMs: Math.min(10_000, Math.max(1_000, 2 * age)) };
-      // Answering, but more is owed to it than it answers while this may wait: come back about
-      // when the ones queued ahead have gone (the job slot is not held for a slow endpoint's
-      // backlog). A job that holds its slot waits its share of stuckMs first (within a tenth of
-      // it: those turned away together, one wake-up of a queue of thousands per 100 ms rather
-      // than one per waiter); a queued caller is turned away at once, and only when the queue
-      // would outlast maxQueueMs or the gate holds maxQueued.
-      const turnAway = opts.queue
-        ? first && (this.#queued >= this.#opts.maxQueued || this.#drainMs(s, s.waiters.length + 1) > this.#opts.maxQueueMs)
-        : now - since >= 0.9 * this.#opts.stuckMs;
-      if (turnAway) return { kind: "busy", retryInMs: Math.min(30_000, Math.max(1_000, this.#drainMs(s, s.waiters.length + s.inFlight.size))) };
-      // Its requests come back: a slot frees soon. Wait for one, or until they look stuck, or
-      // this one has waited its share.
-      const waitMs = opts.queue ? stuckAt - now : Math.min(stuckAt - now, since + this.#opts.stuckMs - now);
-      if (opts.queue) this.#queued++;
-      await new Promise<void>((resolve) => {
-        s.waiters.push({ wake: resolve });
-        this.#wakeAllAfter(s, waitMs + 1);
+      const admission = this.#decide(host, s, opts, since, bytes, wake);
+      if (admission.kind !== "wait") {
+        // Woken for a slot it does not take: the turn goes to the next in line.
+        if (admission.kind !== "send" && wake === "turn") this.#nextInLine(s);
+        return admission;
+      }
+      if (opts.queue) {
+        this.#queued++;
+        this.#queuedBytes += bytes;
+      }
+      wake = await new Promise<Wake>((resolve) => {
+        // Woken for its turn but a slot was not free after all: it keeps its place at the front.
+        const line = opts.queue ? s.queued : s.urgent;
+        if (wake === "turn") line.unshift(resolve);
+        else line.push(resolve);
+        this.#lookAgainAt(s, admission.lookAt + 1);
       });
-      if (opts.queue) this.#queued--;
+      if (opts.queue) {
+        this.#queued--;
+        this.#queuedBytes -= bytes;
+      }
     }
+  }
+
+  /** What an admission does now: goes, is turned away, or waits (until `lookAt` at the latest). */
+  #decide(host: string, s: HostState, opts: AdmitOptions, since: number, bytes: number, wake: Wake | undefined): Admission | { kind: "wait"; lookAt: number } {
+    const now = this.#opts.now();
+    // Closing, or a queued admission past its caller's `until` (sent after it, its answer could
+    // outlast the job that keeps it owed): turned away.
+    if (this.#closed || (opts.until !== undefined && now >= opts.until)) return { kind: "busy", retryInMs: 1_000 };
+    if (s.untilMs > now) return { kind: "backed_off", failures: s.failures, untilMs: s.untilMs };
+    // After a backoff: one probe at a time until the endpoint answers.
+    const limit = this.#limit(s);
+    // First come, first served: a newcomer waits behind those already waiting.
+    if (s.inFlight.size < limit && (wake !== undefined || s.urgent.length + s.queued.length === 0)) return this.#send(host, s);
+    // A Set keeps insertion order: its first request is the oldest (none: the slots are
+    // promised to the waiters woken for them).
+    const oldest = s.inFlight.values().next().value?.at ?? now;
+    const age = now - oldest;
+    // Stuck: its oldest request is old and none came back since. When it will look stuck if
+    // nothing comes back:
+    const stuckAt = Math.max(oldest, s.cameBackAt) + this.#opts.stuckMs;
+    // Stuck (or a probe is out): come back later, the longer the longer they hang.
+    if (s.trips > 0 || now >= stuckAt) return { kind: "busy", retryInMs: Math.min(10_000, Math.max(1_000, 2 * age)) };
+    // Answering, but more is owed to it than it answers while this may wait: come back about
+    // when the ones ahead have gone (the job slot is not held for a slow endpoint's backlog).
+    // A job that holds its slot waits its share of stuckMs first (within a tenth of it: those
+    // turned away together, one wake-up of a queue of thousands per 100 ms rather than one per
+    // waiter); a queued caller only while the queue ahead of it drains within maxQueueMs, and
+    // within the gate's bounds.
+    // Woken for its turn, it goes back to the front of its line; otherwise to the back.
+    const ahead = s.urgent.length + (opts.queue && wake !== "turn" ? s.queued.length : 0);
+    const turnAway = opts.queue
+      ? this.#drainMs(s, ahead + 1) > this.#opts.maxQueueMs ||
+        (wake === undefined && (this.#queued >= this.#opts.maxQueued || s.queued.length >= this.#opts.maxQueued / 2 || this.#queuedBytes + bytes > this.#opts.maxQueuedBytes))
+      : now - since >= 0.9 * this.#opts.stuckMs;
+    if (turnAway) return { kind: "busy", retryInMs: Math.min(30_000, Math.max(1_000, this.#drainMs(s, ahead + s.inFlight.size))) };
+    // Its requests come back: a slot frees soon. Wait for one, or until they look stuck, or
+    // this one has waited its share, or reached its `until`.
+    return { kind: "wait", lookAt: opts.queue ? Math.min(stuckAt, opts.until ?? Infinity) : Math.min(stuckAt, since + this.#opts.stuckMs) };
+  }
+
+  #nextInLine(s: HostState) {
+    (s.urgent.shift() ?? s.queued.shift())?.("turn");
   }
 
   #limit(s: HostState): number {
@@ -151,15 +202,22 @@ export class EndpointGate {
   }
 
   /**
-   * One timer per host wakes every waiter once its oldest request may look stuck (each looks
-   * again): thousands queued behind one endpoint in a burst need no timer each.
+   * One timer per host wakes every waiter to look again once its oldest request may look stuck
+   * (or the soonest waiter's share or `until` is up): thousands queued behind one endpoint in a
+   * burst need no timer each.
    */
-  #wakeAllAfter(s: HostState, ms: number) {
-    if (s.timer) return;
+  #lookAgainAt(s: HostState, at: number) {
+    if (s.timer && s.timerAt! <= at) return;
+    clearTimeout(s.timer);
+    s.timerAt = at;
     s.timer = setTimeout(() => {
       s.timer = undefined;
-      for (const w of s.waiters.splice(0)) w.wake();
-    }, ms);
+      this.#wakeAll(s);
+    }, at - this.#opts.now());
+  }
+
+  #wakeAll(s: HostState) {
+    for (const wake of [...s.urgent.splice(0), ...s.queued.splice(0)]) wake("look");
   }
 
   /** Endpoints it keeps state for (tests: it stays bounded). */
@@ -170,7 +228,7 @@ export class EndpointGate {
   #state(host: string): HostState {
     let s = this.#hosts.get(host);
     if (!s && this.#hosts.size >= MAX_IDLE_HOSTS) this.#forgetIdle();
-    if (!s) this.#hosts.set(host, (s = { inFlight: new Set(), answerMs: 0, cameBackAt: 0, waiters: [], failures: 0, trips: 0, trippedAt: 0, untilMs: 0 }));
+    if (!s) this.#hosts.set(host, (s = { inFlight: new Set(), answerMs: 0, cameBackAt: 0, urgent: [], queued: [], failures: 0, trips: 0, trippedAt: 0, untilMs: 0 }));
     return s;
   }
 
@@ -189,7 +247,7 @@ export class EndpointGate {
         if (!abandoned) s.cameBackAt = this.#opts.now();
         if (!abandoned && failed) this.#failed(host, s, request.at);
         else if (!abandoned) this.#answered(host, s);
-        this.#wakeOne(s);
+        this.#nextInLine(s);
       },
     };
   }
@@ -214,21 +272,18 @@ export class EndpointGate {
     s.untilMs = this.#opts.now() + backoffS * 1000;
     this.#opts.onBackOff?.(host, s.failures, s.untilMs);
     // Whoever waits for a slot now learns it is backed off.
-    for (const w of s.waiters.splice(0)) w.wake();
-  }
-
-  #wakeOne(s: HostState) {
-    s.waiters.shift()?.wake();
+    this.#wakeAll(s);
   }
 
   /**
    * Hosts with nothing in flight are kept: those that failed (their count of failures in a row),
    * and those that answered (how fast they answer, which bounds the queue a burst to them may
-   * wait in: a host forgotten while idle met every burst as unknown). Past MAX_IDLE_HOSTS, those with nothing in flight, queued or backed off are forgotten, so
-   * callbacks to ever new hosts cannot grow this without bound.
+   * wait in: a host forgotten while idle met every burst as unknown). Past MAX_IDLE_HOSTS, those
+   * with nothing in flight, waiting or backed off are forgotten, so callbacks to ever new hosts
+   * cannot grow this without bound.
    */
   #forgetIdle() {
     const now = this.#opts.now();
-    for (const [host, s] of this.#hosts) if (s.inFlight.size === 0 && s.waiters.length === 0 && s.untilMs <= now) this.#hosts.delete(host);
+    for (const [host, s] of this.#hosts) if (s.inFlight.size === 0 && s.urgent.length + s.queued.length === 0 && s.untilMs <= now) this.#hosts.delete(host);
   }
 }

@@ -15,8 +15,13 @@ import { nextPurgeInS, PURGE_INTERVAL_S, schedulePurge } from "../retention/sche
 
 /** Jobs carry ids only; state lives in our tables. Payloads are parsed, never trusted. */
 const ById = z.object({ id: z.string().min(1) });
+/**
+ * A callback the delivery engine let go of, owed by its batch job only while its wait's delivery
+ * is still at this attempt: a retry or a redelivery since has a job of its own (DeliveryEngine).
+ */
+const AtAttempt = z.object({ id: z.string().min(1), attempts: z.number().int().min(0), round: z.number().int().min(0) });
 /** A delivery job: one wait (a retry, a redelivery), or a batch (an array, merged by graphile-worker). */
-const Deliveries = z.union([ById.transform((p) => [p.id]), z.array(z.union([z.string().min(1), ById.transform((p) => p.id)]))]);
+const Deliveries = z.union([ById.transform((p) => [p.id]), z.array(z.union([z.string().min(1), AtAttempt, ById.transform((p) => p.id)]))]);
 
 export interface TaskDeps extends Deps {
   workerStaleS: number;

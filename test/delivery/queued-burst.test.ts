@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startCallbackReceiver, type ReceivedCallback } from "../helpers/callback-receiver.ts";
 import { advanceClock } from "../helpers/clock.ts";
-import { declareType, openWait } from "../helpers/http.ts";
+import { DeliveryEngine } from "../../src/delivery/delivery-engine.ts";
+import { declareType, intake, openWait } from "../helpers/http.ts";
 import { createTestDatabase, startTestApp, type TestApp } from "../helpers/test-app.ts";
 import { waitFor } from "../helpers/wait-for.ts";
 
@@ -61,7 +62,8 @@ async function owedJobs(target: TestApp, which: "all" | "later" = "all") {
   const jobs = await target.database.sql<{ payload: unknown }[]>`
     select j.payload from graphile_worker._private_jobs j join graphile_worker._private_tasks t on t.id = j.task_id
     where t.identifier = 'deliver_callback' and (${which} = 'all' or (j.locked_at is null and j.run_at > now()))`;
-  return jobs.flatMap((j) => (Array.isArray(j.payload) ? (j.payload as string[]) : [(j.payload as { id: string }).id]));
+  const id = (item: unknown) => (typeof item === "string" ? item : (item as { id: string }).id);
+  return jobs.flatMap((j) => (Array.isArray(j.payload) ? j.payload.map(id) : [id(j.payload)]));
 }
 
 describe("a burst to one endpoint that takes seconds to answer it all", () => {
@@ -115,5 +117,47 @@ describe("a burst to one endpoint that takes seconds to answer it all", () => {
       until: (n) => n === WAITS,
       timeoutMs: 30_000,
     });
+  });
+});
+
+describe("a callback let go of while queued, then answered with a retryable status", () => {
+  it("is retried after the wait's backoff: the job that kept it owed sends nothing earlier", async () => {
+    const idle = await startTestApp({ worker: false, env: { SIGNALBOX_DELIVERY_ENDPOINT_FAILURES: "1000", SIGNALBOX_DELIVERY_BACKOFF_S: "60" } });
+    closers.unshift(idle.close);
+    await declareType(idle, "approval", { auth: { scheme: "none" } });
+    // One at a time: the first two answered 204 in 600 ms, so the third waits its turn past the
+    // job's second, is let go of, then sent and answered 503.
+    const engine = await startCallbackReceiver((n) => (n <= 2 ? new Promise((r) => setTimeout(() => r(204), 600)) : 503));
+    closers.push(engine.close);
+    const ids: string[] = [];
+    for (const run of ["first", "second", "third"]) {
+      ids.push((await openWait(idle, `retry-${run}`, { signal: "approval", callback_url: engine.url }, 201)).body.id);
+      expect((await intake(idle, `retry-${run}`, "approval", "{}")).status).toBe(202);
+    }
+    const third = ids[2]!;
+    const delivery = new DeliveryEngine(idle.deps, { perEndpoint: 1, failuresToBackOff: 1000 });
+    closers.push(() => delivery.stop());
+    await delivery.deliver(ids);
+    const sql = idle.database.sql;
+    const attempts = async () => (await sql<{ n: number }[]>`select delivery_attempts as n from signalbox.waits where id = ${third}`)[0]!.n;
+    await waitFor("the third's first attempt recorded", attempts, { until: (n) => n === 1, timeoutMs: 10_000 });
+
+    // Its retry is due after the wait's backoff, under its key; the batch job that kept it owed
+    // while it waited its turn is due sooner, and names the attempt it kept owed.
+    const jobs = await sql<{ key: string | null; payload: unknown; due_in_s: number }[]>`
+      select j.key, j.payload, extract(epoch from j.run_at - now())::float8 as due_in_s
+      from graphile_worker._private_jobs j join graphile_worker._private_tasks t on t.id = j.task_id
+      where t.identifier = 'deliver_callback' order by j.run_at`;
+    const retry = jobs.find((j) => j.key === `deliver:${third}`)!;
+    // (Not the intake's own batch jobs, which name waits alone: no worker ran them here.)
+    const keeper = jobs.find((j) => j.key === null && Array.isArray(j.payload) && j.payload.some((c) => c.id === third))!;
+    expect(retry.due_in_s).toBeGreaterThan(50);
+    expect(keeper.due_in_s).toBeLessThan(retry.due_in_s);
+
+    // The keeper's turn (as the worker runs it): the retry is not sent before its backoff.
+    const before = engine.received.length;
+    await delivery.deliver(keeper.payload as Array<{ id: string; attempts: number; round: number }>);
+    expect(engine.received.length).toBe(before);
+    expect(await attempts()).toBe(1);
   });
 });

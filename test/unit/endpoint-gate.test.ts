@@ -3,7 +3,7 @@ import { EndpointGate, type Admission } from "../../src/delivery/endpoint-gate.t
 
 // The per-endpoint gate of callback delivery, on a clock the test moves.
 
-function gate(opts: { perEndpoint?: number; failures?: number; maxQueueMs?: number; maxQueued?: number } = {}) {
+function gate(opts: { perEndpoint?: number; failures?: number; maxQueueMs?: number; maxQueued?: number; maxQueuedBytes?: number } = {}) {
   let t = 1_000_000;
   const events: string[] = [];
   const g = new EndpointGate({
@@ -13,6 +13,7 @@ function gate(opts: { perEndpoint?: number; failures?: number; maxQueueMs?: numb
     stuckMs: 100,
     ...(opts.maxQueueMs ? { maxQueueMs: opts.maxQueueMs } : {}),
     ...(opts.maxQueued ? { maxQueued: opts.maxQueued } : {}),
+    ...(opts.maxQueuedBytes ? { maxQueuedBytes: opts.maxQueuedBytes } : {}),
     now: () => t,
     onBackOff: (host, failures, until) => events.push(`backoff ${host} ${failures} ${(until - t) / 1000}s`),
     onRecover: (host) => events.push(`recover ${host}`),
@@ -162,6 +163,56 @@ describe("EndpointGate, queued admissions (a caller that holds no job slot while
     }
     advance(150); // nothing came back for longer than stuckMs: now it is stuck
     expect(await g.admit("a:1", { queue: true })).toMatchObject({ kind: "busy" });
+  });
+
+  it("are bounded by the bytes they hold, and one host takes half of them at most", async () => {
+    const { g, advance } = gate({ perEndpoint: 1, maxQueued: 4, maxQueuedBytes: 1_000 });
+    const a = await answering(g, advance);
+    const queued = [g.admit("a:1", { queue: true, bytes: 600 }), g.admit("a:1", { queue: true, bytes: 100 })];
+    expect(await g.admit("a:1", { queue: true, bytes: 1 })).toMatchObject({ kind: "busy" }); // a holds half of maxQueued
+    const b = send(await g.admit("b:1"));
+    expect(await g.admit("b:1", { queue: true, bytes: 400 })).toMatchObject({ kind: "busy" }); // 1,100 bytes in all
+    const fits = g.admit("b:1", { queue: true, bytes: 300 });
+    b.release(false);
+    send(await fits);
+    a.release(false);
+    for (const q of queued) send(await q).release(false);
+  });
+
+  it("are turned away at the `until` their caller sets while they wait", async () => {
+    const { g, advance } = gate({ perEndpoint: 1 });
+    const inFlight = await answering(g, advance);
+    const ticket: { queue: true; until?: number } = { queue: true };
+    const queued = g.admit("a:1", ticket);
+    ticket.until = 0; // the caller's limit, already passed: it is turned away when it looks again
+    advance(60);
+    inFlight.release(false); // its turn: it does not take the slot, and the next in line gets it
+    expect(await queued).toMatchObject({ kind: "busy" });
+    send(await g.admit("a:1"));
+  });
+
+  it("come after a job's admission waiting at the same endpoint, and newcomers after both", async () => {
+    const { g, advance } = gate({ perEndpoint: 1 });
+    let inFlight = await answering(g, advance);
+    const order: string[] = [];
+    const queued = g.admit("a:1", { queue: true }).then((a) => (order.push("queued"), a));
+    const held = g.admit("a:1").then((a) => (order.push("job"), a));
+    advance(10);
+    inFlight.release(false);
+    inFlight = send(await held);
+    advance(10);
+    inFlight.release(false);
+    send(await queued);
+    expect(order).toEqual(["job", "queued"]);
+  });
+
+  it("are all turned away when the gate closes", async () => {
+    const { g, advance } = gate({ perEndpoint: 1 });
+    await answering(g, advance);
+    const queued = [g.admit("a:1", { queue: true }), g.admit("a:1", { queue: true })];
+    g.close();
+    for (const q of queued) expect(await q).toMatchObject({ kind: "busy" });
+    expect(await g.admit("b:1", { queue: true })).toMatchObject({ kind: "busy" });
   });
 
   it("are turned away once the endpoint's requests look stuck", async () => {
