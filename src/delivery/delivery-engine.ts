@@ -72,6 +72,9 @@ function batchJobs(items: Later[], inS: number): JobSpec[] {
   return jobs;
 }
 
+/** How long an attempt recorded here is still taken as under way (#settled). */
+const RECORDED_KEPT_MS = 5_000;
+
 /** An attempt's place in its wait's deliveries: its round, and the attempts recorded before it. */
 const underwayKey = (owed: OwedCallback) => `${owed.roundBefore}/${owed.attemptsBefore}`;
 
@@ -175,14 +178,22 @@ export class DeliveryEngine {
     // queued: its record's retry (same key) must replace that job, never be replaced by it.
     let laterQueued!: () => void;
     const queued = new Promise<void>((resolve) => (laterQueued = resolve));
+    // Those this job settles itself are no longer under way here once recorded (or failed).
     const settledHere: OwedCallback[] = [];
+    let recorded = false;
     try {
-      await Promise.all(owed.map(async (o) => (await this.#one(o, later, recordNow, signal, queued)) && settledHere.push(o)));
+      // All of them, even when one fails: each must say whether it is this job's to settle.
+      const outcomes = await Promise.allSettled(owed.map((o) => this.#one(o, later, recordNow, signal, queued)));
+      outcomes.forEach((r, i) => r.status === "fulfilled" && r.value && settledHere.push(owed[i]!));
+      const failed = outcomes.find((r) => r.status === "rejected");
+      if (failed) throw failed.reason;
       await this.#record(recordNow);
+      recorded = true;
       await addJobs(this.#deps.db, deferredJobs(later));
     } finally {
       laterQueued();
-      for (const o of settledHere) this.#settled(o);
+      const recordedHere = new Set(recorded ? recordNow.map((r) => r.owed) : []);
+      for (const o of settledHere) this.#settled(o, recordedHere.has(o));
     }
   }
 
@@ -252,19 +263,28 @@ export class DeliveryEngine {
 
   /**
    * One callback, through the endpoint gate (it waits its turn while the endpoint answers) and
-   * out. Resolves true when this job settled it (recorded, or scheduled again), false when it
-   * let go of it or another job has it under way.
+   * out. Resolves true when this job settles it (records it, or schedules it again), false when
+   * it let go of it or another job has it under way.
    */
   async #one(owed: OwedCallback, later: Later[], recordNow: Array<{ owed: OwedCallback; attempt: AttemptResult }>, signal: AbortSignal, laterQueued: Promise<void>): Promise<boolean> {
     const attempt = underwayKey(owed);
-    if (this.#underway.get(owed.waitId) === attempt) {
-      // This attempt is queued or in flight here already (a job that kept it owed came due
-      // before it was recorded): it is not sent twice. A job due later keeps it owed, in case
-      // this process dies before it is recorded.
-      later.push({ owed, inS: (QUEUE_HOLD_MS + ATTEMPT_TIMEOUT_MS + 2_000) / 1000, state: "queued" });
-      return false;
-    }
+    // This attempt is queued or in flight here already (a job that kept it owed came due before
+    // it was recorded): it is not sent twice, and nothing more is queued for it. It is owed
+    // durably already: by the job that has it in hand, or by the job that job queued when it
+    // let go of it (each job that kept it owed and came due meanwhile adding one more would
+    // pile them up, one a round).
+    if (this.#underway.get(owed.waitId) === attempt) return false;
     this.#underway.set(owed.waitId, attempt);
+    try {
+      return await this.#sendOrLetGo(owed, later, recordNow, signal, laterQueued);
+    } catch (err) {
+      this.#settled(owed);
+      throw err;
+    }
+  }
+
+  /** #one, for an attempt this job now has under way. */
+  async #sendOrLetGo(owed: OwedCallback, later: Later[], recordNow: Array<{ owed: OwedCallback; attempt: AttemptResult }>, signal: AbortSignal, laterQueued: Promise<void>): Promise<boolean> {
     const ticket: AdmitOptions = { queue: true, bytes: owed.body.length };
     const progress: { sentAt?: number } = {};
     const tried = this.#admitAndPost(owed, ticket, signal, progress);
@@ -297,21 +317,39 @@ export class DeliveryEngine {
         .then(async (t) => {
           await laterQueued;
           if (this.#stopped.signal.aborted) return; // stopping: the job due later sends it
-          if (t.kind === "answered" && !t.attempt.abandoned) await this.#record([{ owed, attempt: t.attempt }]);
+          if (t.kind === "answered" && !t.attempt.abandoned) {
+            await this.#record([{ owed, attempt: t.attempt }]);
+            return true;
+          }
           // Turned away after all (its endpoint got stuck, or backed off, or it waited its most),
           // or abandoned (its job runner stopped): owed again when the endpoint may answer, not
           // only when the job that let go of it is due.
-          else this.#turnedAway(owed, t.kind === "busy" ? t.retryInMs : t.kind === "backed_off" ? t.untilMs - Date.now() : 1_000);
+          this.#turnedAway(owed, t.kind === "busy" ? t.retryInMs : t.kind === "backed_off" ? t.untilMs - Date.now() : 1_000);
+          return false;
         })
-        .finally(() => this.#settled(owed)),
+        .then(
+          (recorded) => this.#settled(owed, recorded),
+          (err: unknown) => {
+            this.#settled(owed);
+            throw err;
+          },
+        ),
       { waitId: owed.waitId },
     );
     return false;
   }
 
-  /** This process no longer has the callback's attempt under way (#underway). */
-  #settled(owed: OwedCallback) {
-    if (this.#underway.get(owed.waitId) === underwayKey(owed)) this.#underway.delete(owed.waitId);
+  /**
+   * This process no longer has the callback's attempt under way (#underway). One that was
+   * recorded stays known a few seconds more: a job that read the wait before the record
+   * committed (a job that kept it owed, running meanwhile) must not send the same attempt again.
+   * One not recorded (turned away, abandoned) is free to be sent again at once.
+   */
+  #settled(owed: OwedCallback, recorded = false) {
+    const key = underwayKey(owed);
+    const forget = () => this.#underway.get(owed.waitId) === key && this.#underway.delete(owed.waitId);
+    if (recorded) void coarseDelay(RECORDED_KEPT_MS).then(forget);
+    else forget();
   }
 
   /**

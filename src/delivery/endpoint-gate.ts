@@ -243,8 +243,11 @@ export class EndpointGate {
         if (released) return;
         released = true;
         s.inFlight.delete(request);
-        s.answerMs = s.answerMs === 0 ? this.#opts.now() - request.at : 0.9 * s.answerMs + 0.1 * (this.#opts.now() - request.at);
-        if (!abandoned) s.cameBackAt = this.#opts.now();
+        // A request we gave up on says nothing of how fast the host answers, nor that it does.
+        if (!abandoned) {
+          s.answerMs = s.answerMs === 0 ? this.#opts.now() - request.at : 0.9 * s.answerMs + 0.1 * (this.#opts.now() - request.at);
+          s.cameBackAt = this.#opts.now();
+        }
         if (!abandoned && failed) this.#failed(host, s, request.at);
         else if (!abandoned) this.#answered(host, s);
         this.#nextInLine(s);
