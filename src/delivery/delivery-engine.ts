@@ -131,9 +131,10 @@ export class DeliveryEngine {
   readonly #stopped = new AbortController();
   /**
    * The attempt (`round/attempts before`) of each wait queued at its endpoint or in flight here,
-   * until it is recorded: a job that comes due for it meanwhile does not send it again.
+   * until it is recorded: a job that comes due for it meanwhile does not send it again. `kept`:
+   * a job that keeps it owed, should this process die, is queued (the one it was let go with).
    */
-  readonly #underway = new Map<string, string>();
+  readonly #underway = new Map<string, { attempt: string; kept: boolean }>();
   /** Callbacks turned away after their jobs let go of them, to be owed again (#turnedAway). */
   #requeued: Later[] = [];
   /**
@@ -187,9 +188,12 @@ export class DeliveryEngine {
       outcomes.forEach((r, i) => r.status === "fulfilled" && r.value && settledHere.push(owed[i]!));
       const failed = outcomes.find((r) => r.status === "rejected");
       if (failed) throw failed.reason;
+      // The jobs that keep what it let go of owed first: a record that fails (the job runs again)
+      // must not leave them unqueued while they are still under way here.
+      await addJobs(this.#deps.db, deferredJobs(later));
+      for (const l of later) this.#kept(l);
       await this.#record(recordNow);
       recorded = true;
-      await addJobs(this.#deps.db, deferredJobs(later));
     } finally {
       laterQueued();
       const recordedHere = new Set(recorded ? recordNow.map((r) => r.owed) : []);
@@ -269,12 +273,16 @@ export class DeliveryEngine {
   async #one(owed: OwedCallback, later: Later[], recordNow: Array<{ owed: OwedCallback; attempt: AttemptResult }>, signal: AbortSignal, laterQueued: Promise<void>): Promise<boolean> {
     const attempt = underwayKey(owed);
     // This attempt is queued or in flight here already (a job that kept it owed came due before
-    // it was recorded): it is not sent twice, and nothing more is queued for it. It is owed
-    // durably already: by the job that has it in hand, or by the job that job queued when it
-    // let go of it (each job that kept it owed and came due meanwhile adding one more would
-    // pile them up, one a round).
-    if (this.#underway.get(owed.waitId) === attempt) return false;
-    this.#underway.set(owed.waitId, attempt);
+    // it was recorded): it is not sent twice. Once the job it was let go with is queued, nothing
+    // more is queued for it (each job that kept it owed and came due meanwhile adding one more
+    // would pile them up, one a round); before (its job still has it in hand, or failed before
+    // queuing one), this job queues one, so that it is owed durably when this job is done.
+    const underway = this.#underway.get(owed.waitId);
+    if (underway?.attempt === attempt) {
+      if (!underway.kept) later.push({ owed, inS: (QUEUE_HOLD_MS + ATTEMPT_TIMEOUT_MS + 2_000) / 1000, state: "queued" });
+      return false;
+    }
+    this.#underway.set(owed.waitId, { attempt, kept: false });
     try {
       return await this.#sendOrLetGo(owed, later, recordNow, signal, laterQueued);
     } catch (err) {
@@ -339,6 +347,12 @@ export class DeliveryEngine {
     return false;
   }
 
+  /** A job that keeps this attempt owed is queued. */
+  #kept(l: Later) {
+    const underway = this.#underway.get(l.owed.waitId);
+    if (l.state !== "unsent" && underway?.attempt === underwayKey(l.owed)) underway.kept = true;
+  }
+
   /**
    * This process no longer has the callback's attempt under way (#underway). One that was
    * recorded stays known a few seconds more: a job that read the wait before the record
@@ -347,7 +361,7 @@ export class DeliveryEngine {
    */
   #settled(owed: OwedCallback, recorded = false) {
     const key = underwayKey(owed);
-    const forget = () => this.#underway.get(owed.waitId) === key && this.#underway.delete(owed.waitId);
+    const forget = () => this.#underway.get(owed.waitId)?.attempt === key && this.#underway.delete(owed.waitId);
     if (recorded) void coarseDelay(RECORDED_KEPT_MS).then(forget);
     else forget();
   }
