@@ -96,12 +96,6 @@ export class EndpointGate {
     this.#opts = { maxBackoffS: 60, stuckMs: 1_000, maxQueueMs: 30_000, maxQueued: 20_000, maxQueuedBytes: 256 * 2 ** 20, now: Date.now, ...opts };
   }
 
-  /** How long a request admitted to `host` now would wait for a slot (an estimate, ms). */
-  expectedWaitMs(host: string): number {
-    const s = this.#hosts.get(host);
-    return s ? this.#drainMs(s, s.urgent.length + s.queued.length) : 0;
-  }
-
   /** Endpoints backed off right now. */
   backedOff(): number {
     const now = this.#opts.now();
