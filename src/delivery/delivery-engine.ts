@@ -21,6 +21,8 @@ const HAND_OFF_MS = 1_000;
  * the request's time limit, so it never finds it still waiting here, or in flight.
  */
 const QUEUE_HOLD_MS = 30_000;
+/** When the job that keeps a callback let go of while queued is due: after its most wait and its time limit. */
+const QUEUED_DUE_MS = QUEUE_HOLD_MS + ATTEMPT_TIMEOUT_MS + 2_000;
 
 /**
  * A callback a batch job names at the attempt it was owed at (the delivery engine's own batch
@@ -279,7 +281,7 @@ export class DeliveryEngine {
     // queuing one), this job queues one, so that it is owed durably when this job is done.
     const underway = this.#underway.get(owed.waitId);
     if (underway?.attempt === attempt) {
-      if (!underway.kept) later.push({ owed, inS: (QUEUE_HOLD_MS + ATTEMPT_TIMEOUT_MS + 2_000) / 1000, state: "queued" });
+      if (!underway.kept) later.push({ owed, inS: QUEUED_DUE_MS / 1000, state: "queued" });
       return false;
     }
     this.#underway.set(owed.waitId, { attempt, kept: false });
@@ -318,7 +320,7 @@ export class DeliveryEngine {
     const sent = progress.sentAt !== undefined;
     if (sent) this.#deps.metrics?.deliveriesDeferred.inc({ reason: "slow_endpoint" });
     else ticket.until = Date.now() + QUEUE_HOLD_MS;
-    const dueInMs = (sent ? ATTEMPT_TIMEOUT_MS - (Date.now() - progress.sentAt!) : QUEUE_HOLD_MS + ATTEMPT_TIMEOUT_MS) + 2_000;
+    const dueInMs = sent ? ATTEMPT_TIMEOUT_MS - (Date.now() - progress.sentAt!) + 2_000 : QUEUED_DUE_MS;
     later.push({ owed, inS: dueInMs / 1000, state: sent ? "sent" : "queued" });
     this.#inBackground(
       tried
