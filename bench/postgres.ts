@@ -200,7 +200,7 @@ export function statementStats(url: string) {
         from pg_stat_statements
         where dbid = (select oid from pg_database where datname = current_database())
           and query not ilike '%pg_stat_statements%'
-        order by calls desc`);
+        order by total_exec_time desc`);
       // Table counters reach the shared statistics when a backend is idle for a second at most.
       await new Promise((r) => setTimeout(r, 1_100));
       const after = await tableCounts();

@@ -675,7 +675,7 @@ console.log(
 function printStatements(phases: PhaseRecord[], nested: boolean) {
   for (const p of phases) {
     if (!p.statements) continue;
-    console.log(`\n-- ${p.name}: statements per operation (pg_stat_statements, top 12 by calls): calls, ms a call, then per operation rows, shared blocks, WAL bytes`);
+    console.log(`\n-- ${p.name}: statements per operation (pg_stat_statements, the costliest first): calls, ms a call, then per operation rows, shared blocks, WAL bytes`);
     for (const t of p.statements.top.slice(0, nested ? 30 : 12)) {
       const per = (x: number, digits: number) => (x / p.ops).toFixed(digits).padStart(7);
       console.log(

@@ -91,3 +91,48 @@ export function refusedParams(url: string): string[] {
   }
   return reasons;
 }
+
+/**
+ * libpq's environment variables for the TLS parameters, by the parameter each stands for. libpq
+ * reads them where the URL does not say, and managed providers' guides set them beside a plain
+ * URL (`PGSSLMODE=verify-full`, `PGSSLROOTCERT=/etc/ssl/ca.pem`): read otherwise, signalbox
+ * connected in plain text to a server that allowed it while psql beside it used TLS.
+ */
+export const TLS_ENVIRONMENT = {
+  PGSSLMODE: "sslmode",
+  PGREQUIRESSL: "requiressl",
+  PGSSLROOTCERT: "sslrootcert",
+  PGSSLCERT: "sslcert",
+  PGSSLKEY: "sslkey",
+  PGSSLCERTMODE: "sslcertmode",
+  PGSSLCRL: "sslcrl",
+  PGSSLCRLDIR: "sslcrldir",
+  PGSSLMINPROTOCOLVERSION: "ssl_min_protocol_version",
+  PGSSLMAXPROTOCOLVERSION: "ssl_max_protocol_version",
+} as const;
+
+/** Parameters that say whether to use TLS: a URL giving any of them is not overridden by PGSSLMODE or PGREQUIRESSL. */
+const MODE_PARAMS = ["sslmode", "requiressl", "ssl"];
+
+/**
+ * The URL with libpq's TLS environment variables (TLS_ENVIRONMENT) added as the parameters they
+ * stand for, where the URL has none of its own (the URL wins, as in libpq; an empty variable is
+ * unset); and why a variable so read cannot be used, named by the variable. Only for a URL
+ * given: the embedded Postgres is reached through its socket, never TLS.
+ */
+export function withTlsEnvironment(url: string, env: Record<string, string | undefined>): { url: string; refused: string[] } {
+  if (!URL.canParse(url)) return { url, refused: [] };
+  const u = new URL(url);
+  const given = (param: string) => urlParam(u, param) !== undefined;
+  const added: string[] = [];
+  const refused: string[] = [];
+  for (const [name, param] of Object.entries(TLS_ENVIRONMENT)) {
+    const value = env[name];
+    if (!value || given(param) || ((param === "sslmode" || param === "requiressl") && MODE_PARAMS.some(given))) continue;
+    const why = REFUSED[param]?.(value, u);
+    if (why !== undefined) refused.push(`${name}: ${name}=${value} is not supported: ${why}`);
+    else added.push(`${param}=${encodeURIComponent(value)}`);
+  }
+  if (added.length > 0) u.search = `${u.search ? `${u.search}&` : "?"}${added.join("&")}`;
+  return { url: added.length > 0 ? u.toString() : url, refused };
+}

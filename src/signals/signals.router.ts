@@ -146,6 +146,9 @@ const getOne = createRoute({
   responses: { 200: json(SignalWithReplySchema, "The signal and its reply"), ...commonProblems, 404: problems[404] },
 });
 
+/** The intake's Idempotency-Key header, checked by the handler (made once: a zod object is costly to build per request). */
+const IntakeKeyHeader = z.object({ "idempotency-key": IdempotencyKey });
+
 const IntakeParams = z.object({
   run: RunIdSchema.openapi({ param: { name: "run", in: "path" } }),
   signal: SignalNameSchema.openapi({ param: { name: "signal", in: "path" } }),
@@ -354,7 +357,7 @@ export function signalsRouter(deps: SignalsRouterDeps) {
     // Checked before the body is read: a bad wait_s changes nothing.
     const query = IntakeQuery.safeParse({ wait_s: c.req.query("wait_s") });
     if (!query.success) return defaultHook({ success: false, error: query.error, target: "query" } as never, c as never) as Response;
-    const key = z.object({ "idempotency-key": IdempotencyKey }).safeParse({ "idempotency-key": c.req.header("idempotency-key") || undefined });
+    const key = IntakeKeyHeader.safeParse({ "idempotency-key": c.req.header("idempotency-key") || undefined });
     if (!key.success) return defaultHook({ success: false, error: key.error, target: "header" } as never, c as never) as Response;
     const body = await readBody(c, deps.config.SIGNALBOX_MAX_BODY_BYTES);
     const management = await deps.isManagementToken(bearerToken(c.req.header("authorization")));

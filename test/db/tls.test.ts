@@ -146,6 +146,35 @@ describe("a URL's TLS parameters", () => {
     }
   });
 
+  // libpq reads PGSSLMODE, PGSSLROOTCERT... where the URL does not say; providers' guides set them
+  // beside a plain URL. Ignored, signalbox connected in plain text where psql used TLS.
+  it("libpq's TLS environment variables (PGSSLMODE, PGSSLROOTCERT...) are read where the URL does not say; a value neither driver can honour stops the start", async () => {
+    const base = "postgres://u:p@db.example:5432/db";
+    const ca = `/tmp/signalbox-tls-env-${process.pid}.pem`;
+    await fs.writeFile(ca, "-----BEGIN CERTIFICATE-----\nenv\n-----END CERTIFICATE-----\n");
+    const tlsFor = (env: Record<string, string>) => tlsOf(loadConfig(env).DATABASE_URL!);
+    try {
+      expect(tlsFor({ DATABASE_URL: base, PGSSLMODE: "require" })).toEqual({ url: base, tls: { rejectUnauthorized: false } });
+      expect(tlsFor({ DATABASE_URL: base, PGSSLMODE: "verify-full", PGSSLROOTCERT: ca })).toEqual({ url: base, tls: { ca: expect.stringContaining("env"), rejectUnauthorized: true } });
+      expect(tlsFor({ DATABASE_URL: base, PGSSLROOTCERT: "system" }).tls).toEqual({ rejectUnauthorized: true });
+      expect(tlsFor({ DATABASE_URL: base, PGREQUIRESSL: "1", PGSSLMINPROTOCOLVERSION: "TLSv1.3" }).tls).toEqual({ minVersion: "TLSv1.3", rejectUnauthorized: false });
+      // The URL's own parameter wins, as in libpq (node-postgres's `ssl` and requiressl as well as sslmode).
+      expect(tlsFor({ DATABASE_URL: `${base}?sslmode=disable`, PGSSLMODE: "verify-full" }).tls).toBe(false);
+      expect(tlsFor({ DATABASE_URL: `${base}?ssl=true`, PGSSLMODE: "verify-full" }).tls).toEqual({ rejectUnauthorized: false });
+      expect(tlsFor({ DATABASE_URL: `${base}?sslmode=require&sslrootcert=system`, PGSSLROOTCERT: ca }).tls).toEqual({ rejectUnauthorized: true });
+      // An empty variable is unset; a Unix socket is never TLS; the embedded Postgres (no URL) is not affected.
+      expect(tlsFor({ DATABASE_URL: base, PGSSLMODE: "" }).tls).toBe(false);
+      expect(postgresJsTarget(loadConfig({ DATABASE_URL: `${base}?host=/run/pg`, PGSSLMODE: "verify-full" }).DATABASE_URL!).ssl).toBe(false);
+      expect(loadConfig({ PGSSLMODE: "verify-full" }).DATABASE_URL).toBeUndefined();
+      // Refused as the URL's parameter would be, named by the variable; not when the URL says instead.
+      expect(() => loadConfig({ DATABASE_URL: base, PGSSLMODE: "prefer" })).toThrow("PGSSLMODE: PGSSLMODE=prefer is not supported: use disable, require");
+      expect(() => loadConfig({ DATABASE_URL: base, PGSSLCERTMODE: "require" })).toThrow("PGSSLCERTMODE: PGSSLCERTMODE=require is not supported");
+      expect(() => loadConfig({ DATABASE_URL: `${base}?sslmode=require`, PGSSLMODE: "prefer" })).not.toThrow();
+    } finally {
+      await fs.rm(ca, { force: true });
+    }
+  });
+
   it("libpq's other TLS parameters: requiressl=1, sslpassword, sslcertmode=disable, sslcrl, sslcrldir, ssl_min/max_protocol_version", async () => {
     const base = "postgres://u:p@db.example:5432/db";
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), "signalbox-tls-unit-"));
@@ -216,6 +245,14 @@ describe("signalbox on a Postgres over TLS whose CA is its own", () => {
     ["verify-full with sslrootcert", () => ({ sslmode: "verify-full", sslrootcert: caFile })],
   ])("%s: ready, every connection on TLS, and a wait times out through the job runner", async (_name, params) => {
     await expectTimeoutOverTls(await startOnTls(params(), "tls"), "tls", 20_000);
+  }, 90_000);
+
+  it("a plain URL with PGSSLMODE=verify-full and PGSSLROOTCERT (libpq's variables): every connection on TLS, the certificate checked", async () => {
+    const svc = await spawnService(onDatabase(tlsUrl(pg, {}), { LOG_LEVEL: "warn", PGSSLMODE: "verify-full", PGSSLROOTCERT: caFile }));
+    services.push(svc);
+    await answers200(svc, "/readyz", 60_000);
+    expect((await svc.api("/signal-types/tls-env", { method: "PUT", json: { auth: { scheme: "none" } } })).status).toBeLessThan(300);
+    await expectTimeoutOverTls(svc, "tls-env", 20_000);
   }, 90_000);
 
   it("after Postgres restarts (a crash), every connection comes back on TLS and a wait still times out", async () => {
