@@ -1,4 +1,4 @@
-import { createHash, timingSafeEqual } from "node:crypto";
+import { hash, timingSafeEqual } from "node:crypto";
 
 /**
  * Constant-time check of a bearer token against the static keys: both sides are hashed to
@@ -12,7 +12,8 @@ export function matchesApiKey(token: string, keys: readonly string[]): boolean {
   return ok;
 }
 
-const sha256 = (text: string) => createHash("sha256").update(text).digest();
+/** One-shot (crypto.hash): a Hash object per request cost more than the digest. */
+const sha256 = (text: string) => hash("sha256", text, "buffer");
 
 /** The configured keys' digests, made once per list (the configuration's): not on every request. */
 const keyDigests = new WeakMap<readonly string[], Buffer[]>();
