@@ -1,3 +1,5 @@
+import fs from "node:fs";
+
 /**
  * A database URL's query parameters as libpq reads them. Managed providers hand out URLs with
  * libpq's parameters (Neon's carry `channel_binding=require`; others keepalives, sslcrl...), and
@@ -77,7 +79,40 @@ const REFUSED: Record<string, (value: string, u: URL) => string | undefined> = {
   // PostgreSQL 18's libpq: both drivers speak protocol 3.0.
   min_protocol_version: (v) => (v === "3.0" ? undefined : "signalbox's Postgres drivers speak protocol 3.0 only: remove it"),
   max_protocol_version: (v) => (["3.0", "3.2", "latest"].includes(v) ? undefined : "use 3.0, 3.2 or latest"),
+  // libpq 16 refuses a weaker sslmode with it: the system's CAs are only worth a checked host name.
+  sslrootcert: (v, u) =>
+    v === "system" ? (![undefined, "verify-full"].includes(sslModeOf(u)) ? "give sslmode=verify-full with it (in the URL, or PGSSLMODE), as libpq requires" : undefined) : unreadable(v, u),
+  sslcert: (v, u) => (urlParam(u, "sslcertmode") === "disable" ? undefined : unreadable(v, u)),
+  sslkey: (v, u) => (urlParam(u, "sslcert") === undefined || urlParam(u, "sslcertmode") === "disable" ? undefined : unreadable(v, u)),
+  sslcrl: (v, u) => unreadable(v, u),
+  sslcrldir: (v, u) => unreadable(v, u),
 };
+
+/**
+ * Why a certificate, key or revocation file (or directory) the URL names cannot be read, when its
+ * TLS would use it: said at start, rather than as a connection error naming neither the file nor
+ * where it came from (a path from PGSSLROOTCERT is not even in the URL).
+ */
+function unreadable(path: string, u: URL): string | undefined {
+  if (sslModeOf(u) === "disable" || urlParam(u, "host")?.startsWith("/")) return undefined; // no TLS: libpq reads none of them
+  try {
+    fs.accessSync(path, fs.constants.R_OK);
+    return undefined;
+  } catch (err) {
+    return `it cannot be read (${(err as NodeJS.ErrnoException).code ?? String(err)})`;
+  }
+}
+
+/** The sslmode a URL gives; or, when none, libpq's older requiressl=1 or node-postgres's `ssl=true|false` (undefined: none of them). */
+export function sslModeOf(u: URL): string | undefined {
+  const mode = urlParam(u, "sslmode");
+  if (mode !== undefined) return mode;
+  // libpq reads the first character only.
+  if (urlParam(u, "requiressl")?.startsWith("1")) return "require";
+  const ssl = urlParam(u, "ssl");
+  if (ssl === undefined) return undefined;
+  return ssl === "false" || ssl === "0" ? "disable" : "require";
+}
 
 /** Why a URL cannot be used as written, one reason per parameter (empty: it can). */
 export function refusedParams(url: string): string[] {
@@ -93,12 +128,13 @@ export function refusedParams(url: string): string[] {
 }
 
 /**
- * libpq's environment variables for the TLS parameters, by the parameter each stands for. libpq
- * reads them where the URL does not say, and managed providers' guides set them beside a plain
- * URL (`PGSSLMODE=verify-full`, `PGSSLROOTCERT=/etc/ssl/ca.pem`): read otherwise, signalbox
- * connected in plain text to a server that allowed it while psql beside it used TLS.
+ * libpq's environment variables for the TLS and authentication parameters, by the parameter each
+ * stands for. libpq reads them where the URL does not say, and managed providers' guides set them
+ * beside a plain URL (`PGSSLMODE=verify-full`, `PGSSLROOTCERT=/etc/ssl/ca.pem`): unread,
+ * signalbox connected in plain text where psql beside it used TLS. Those asking for a guarantee
+ * neither driver can give (PGCHANNELBINDING=require...) are refused as the URL's would be.
  */
-export const TLS_ENVIRONMENT = {
+export const LIBPQ_ENVIRONMENT = {
   PGSSLMODE: "sslmode",
   PGREQUIRESSL: "requiressl",
   PGSSLROOTCERT: "sslrootcert",
@@ -109,30 +145,43 @@ export const TLS_ENVIRONMENT = {
   PGSSLCRLDIR: "sslcrldir",
   PGSSLMINPROTOCOLVERSION: "ssl_min_protocol_version",
   PGSSLMAXPROTOCOLVERSION: "ssl_max_protocol_version",
+  PGCHANNELBINDING: "channel_binding",
+  PGGSSENCMODE: "gssencmode",
+  PGREQUIREAUTH: "require_auth",
+  PGREQUIREPEER: "requirepeer",
 } as const;
 
 /** Parameters that say whether to use TLS: a URL giving any of them is not overridden by PGSSLMODE or PGREQUIRESSL. */
 const MODE_PARAMS = ["sslmode", "requiressl", "ssl"];
 
 /**
- * The URL with libpq's TLS environment variables (TLS_ENVIRONMENT) added as the parameters they
+ * The URL with libpq's environment variables (LIBPQ_ENVIRONMENT) added as the parameters they
  * stand for, where the URL has none of its own (the URL wins, as in libpq; an empty variable is
- * unset); and why a variable so read cannot be used, named by the variable. Only for a URL
- * given: the embedded Postgres is reached through its socket, never TLS.
+ * taken as unset, where libpq would refuse it); and why a variable so read cannot be used, named
+ * by the variable (it is then not added). Only for a URL given: the embedded Postgres is reached
+ * through its socket, never TLS.
  */
-export function withTlsEnvironment(url: string, env: Record<string, string | undefined>): { url: string; refused: string[] } {
+export function withLibpqEnvironment(url: string, env: Record<string, string | undefined>): { url: string; refused: string[] } {
   if (!URL.canParse(url)) return { url, refused: [] };
   const u = new URL(url);
   const given = (param: string) => urlParam(u, param) !== undefined;
-  const added: string[] = [];
+  const read = Object.entries(LIBPQ_ENVIRONMENT).filter(([name, param]) => {
+    if (!env[name] || given(param)) return false;
+    return !((param === "sslmode" || param === "requiressl") && MODE_PARAMS.some(given));
+  });
+  const adding = (entries: typeof read) => {
+    const out = new URL(u);
+    const added = entries.map(([name, param]) => `${param}=${encodeURIComponent(env[name]!)}`);
+    if (added.length > 0) out.search = `${out.search ? `${out.search}&` : "?"}${added.join("&")}`;
+    return out;
+  };
+  // Each judged with the others read (PGSSLROOTCERT=system and PGSSLMODE=require together are refused).
+  const all = adding(read);
   const refused: string[] = [];
-  for (const [name, param] of Object.entries(TLS_ENVIRONMENT)) {
-    const value = env[name];
-    if (!value || given(param) || ((param === "sslmode" || param === "requiressl") && MODE_PARAMS.some(given))) continue;
-    const why = REFUSED[param]?.(value, u);
-    if (why !== undefined) refused.push(`${name}: ${name}=${value} is not supported: ${why}`);
-    else added.push(`${param}=${encodeURIComponent(value)}`);
-  }
-  if (added.length > 0) u.search = `${u.search ? `${u.search}&` : "?"}${added.join("&")}`;
-  return { url: added.length > 0 ? u.toString() : url, refused };
+  const kept = read.filter(([name, param]) => {
+    const why = REFUSED[param]?.(env[name]!, all);
+    if (why !== undefined) refused.push(`${name}: ${env[name]} is not supported: ${why}`);
+    return why === undefined;
+  });
+  return { url: kept.length > 0 ? adding(kept).toString() : url, refused };
 }

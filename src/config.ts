@@ -1,6 +1,6 @@
 import { isIP } from "node:net";
 import { z } from "zod";
-import { refusedParams, withTlsEnvironment } from "./config-database-url.ts";
+import { refusedParams, withLibpqEnvironment } from "./config-database-url.ts";
 
 /** Every environment variable signalbox reads, parsed once. `main.ts` is the only caller with `process.env`. */
 const csv = z
@@ -140,7 +140,7 @@ export type Config = z.infer<typeof ConfigSchema>;
 
 export function loadConfig(env: Record<string, string | undefined>): Config {
   // libpq's PGSSLMODE and the like, where the URL does not say (src/config-database-url.ts).
-  const tls = env.DATABASE_URL ? withTlsEnvironment(env.DATABASE_URL, env) : undefined;
+  const tls = env.DATABASE_URL ? withLibpqEnvironment(env.DATABASE_URL, env) : undefined;
   const parsed = ConfigSchema.safeParse(tls ? { ...env, DATABASE_URL: tls.url } : env);
   // One line, naming each setting to fix (never its value: it may be a secret).
   const problems = [...(parsed.success ? [] : parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`)), ...(tls?.refused ?? [])];

@@ -1,7 +1,7 @@
 import fs from "node:fs";
 import type { ConnectionOptions } from "node:tls";
 import postgres from "postgres";
-import { DROPPED_PARAMS, safeDecode, urlParam, type TLS_VERSIONS } from "../config-database-url.ts";
+import { DROPPED_PARAMS, safeDecode, sslModeOf, urlParam, type TLS_VERSIONS } from "../config-database-url.ts";
 
 /**
  * TLS for one driver: none, or the options of Node's tls.connect. The same for postgres.js
@@ -37,7 +37,7 @@ export function tlsOf(url: string): { url: string; tls: DriverTls } {
   if (!URL.canParse(url)) return { url, tls: false };
   const u = new URL(url);
   const system = urlParam(u, "sslrootcert") === "system";
-  const mode = modeOf(u) ?? (system ? "verify-full" : "disable");
+  const mode = sslModeOf(u) ?? (system ? "verify-full" : "disable");
   const file = (name: string) => {
     const path = urlParam(u, name);
     return path && path !== "system" ? fs.readFileSync(path, "utf8") : undefined;
@@ -101,16 +101,6 @@ function crlDirectory(dir: string | undefined): string[] {
     .map((e) => fs.readFileSync(`${dir}/${e.name}`, "utf8"));
 }
 
-/** sslmode; or, when there is none, libpq's older requiressl=1 or node-postgres's `ssl=true|false`. */
-function modeOf(u: URL): string | undefined {
-  const mode = urlParam(u, "sslmode");
-  if (mode !== undefined) return mode;
-  if (urlParam(u, "requiressl") === "1") return "require";
-  const ssl = urlParam(u, "ssl");
-  if (ssl === undefined) return undefined;
-  return ssl === "false" || ssl === "0" ? "disable" : "require";
-}
-
 /**
  * postgres.js's options for a URL. A database URL may name a Unix socket the way libpq and
  * node-postgres (graphile-worker's driver) read it: `?host=/path/to/dir` beside the port, the
@@ -157,12 +147,14 @@ function hostAndDatabase(url: string): { host?: string; port?: number; database?
  * speaks): node-postgres would read it as `ssl=true`, checked against Node's CAs whatever sslmode
  * says, and negotiates TLS the usual way, which every server accepts.
  */
-export function nodePostgresTarget(url: string): { connectionString: string; ssl: DriverTls } {
+export function nodePostgresTarget(url: string): { connectionString: string; ssl: DriverTls; sslnegotiation: "postgres" } {
   const { url: plain, tls } = tlsOf(url);
-  if (!URL.canParse(plain)) return { connectionString: plain, ssl: tls };
+  // Said, so that node-postgres does not read PGSSLNEGOTIATION itself (`direct` without TLS throws).
+  const sslnegotiation = "postgres";
+  if (!URL.canParse(plain)) return { connectionString: plain, ssl: tls, sslnegotiation };
   const u = new URL(plain);
   const host = urlParam(u, "host");
-  return { connectionString: withParam(u, ["host", "sslnegotiation"], host === undefined ? undefined : ["host", host]).toString(), ssl: tls };
+  return { connectionString: withParam(u, ["host", "sslnegotiation"], host === undefined ? undefined : ["host", host]).toString(), ssl: tls, sslnegotiation };
 }
 
 /** The same database through a Unix socket in `dir` (a server that listens on both). */

@@ -1,6 +1,7 @@
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
+import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config.ts";
 import { nodePostgresTarget, postgresJsTarget, tlsOf } from "../../src/db/connection-url.ts";
@@ -31,10 +32,10 @@ describe("a URL's TLS parameters", () => {
       // require with a CA: as verify-ca (libpq).
       expect(tlsOf(`${base}?sslmode=require&sslrootcert=${ca}`).tls).toMatchObject({ rejectUnauthorized: true, checkServerIdentity: expect.any(Function) });
       expect(tlsOf(`${base}?sslmode=verify-full&sslrootcert=system`)).toEqual({ url: base, tls: { rejectUnauthorized: true } });
-      expect(nodePostgresTarget(`${base}?sslmode=require&uselibpqcompat=true`)).toEqual({ connectionString: base, ssl: { rejectUnauthorized: false } });
+      expect(nodePostgresTarget(`${base}?sslmode=require&uselibpqcompat=true`)).toEqual({ sslnegotiation: "postgres", connectionString: base, ssl: { rejectUnauthorized: false } });
       // PostgreSQL 17's direct TLS: postgres.js speaks it; node-postgres would read it as ssl=true (checked against Node's CAs).
       expect(postgresJsTarget(`${base}?sslmode=require&sslnegotiation=direct`)).toEqual({ url: `${base}?sslnegotiation=direct`, ssl: { rejectUnauthorized: false } });
-      expect(nodePostgresTarget(`${base}?sslmode=require&sslnegotiation=direct`)).toEqual({ connectionString: base, ssl: { rejectUnauthorized: false } });
+      expect(nodePostgresTarget(`${base}?sslmode=require&sslnegotiation=direct`)).toEqual({ sslnegotiation: "postgres", connectionString: base, ssl: { rejectUnauthorized: false } });
     } finally {
       await fs.rm(ca, { force: true });
     }
@@ -54,7 +55,7 @@ describe("a URL's TLS parameters", () => {
       await fs.rm(dir, { recursive: true, force: true });
     }
     expect(postgresJsTarget(`${base}?host=/run/a+b&sslmode=require`)).toEqual({ url: base, path: "/run/a+b/.s.PGSQL.5432", ssl: false });
-    expect(nodePostgresTarget(`${base}?host=/run/pg&sslmode=verify-full`)).toEqual({ connectionString: `${base}?host=%2Frun%2Fpg`, ssl: false });
+    expect(nodePostgresTarget(`${base}?host=/run/pg&sslmode=verify-full`)).toEqual({ sslnegotiation: "postgres", connectionString: `${base}?host=%2Frun%2Fpg`, ssl: false });
   });
 
   it("sslmode=prefer or allow (plain text when the server has no TLS) stops the start and says why", () => {
@@ -77,7 +78,7 @@ describe("a URL's TLS parameters", () => {
     for (const knob of knobs) {
       expect(() => loadConfig({ DATABASE_URL: `${base}?${knob}` }), knob).not.toThrow();
       expect(postgresJsTarget(`${base}?${knob}&application_name=x`), knob).toEqual({ url: `${base}?application_name=x`, ssl: false });
-      expect(nodePostgresTarget(`${base}?${knob}`), knob).toEqual({ connectionString: base, ssl: false });
+      expect(nodePostgresTarget(`${base}?${knob}`), knob).toEqual({ sslnegotiation: "postgres", connectionString: base, ssl: false });
     }
     // Those postgres.js knows stay: they are its options, or settings the server has.
     expect(postgresJsTarget(`${base}?connect_timeout=10&target_session_attrs=read-write&options=-c%20statement_timeout%3D5000`).url).toBe(
@@ -113,7 +114,7 @@ describe("a URL's TLS parameters", () => {
   it("host, port, dbname, user and password given as query parameters are the URL's own, for both drivers", () => {
     const given = "postgres://a:b@h1:1/d1?host=h2&port=2&dbname=d2&user=u2&password=p2&application_name=x";
     expect(postgresJsTarget(given)).toEqual({ url: "postgres://u2:p2@h2:2/d2?application_name=x", ssl: false });
-    expect(nodePostgresTarget(given)).toEqual({ connectionString: "postgres://u2:p2@h2:2/d2?application_name=x", ssl: false });
+    expect(nodePostgresTarget(given)).toEqual({ sslnegotiation: "postgres", connectionString: "postgres://u2:p2@h2:2/d2?application_name=x", ssl: false });
     expect(postgresJsTarget("postgresql:///d?dbname=my%20db&user=al%40ice&password=p%2Fw%3A&host=db.example").url).toBe("postgresql://al%40ice:p%2Fw%3A@db.example/my%20db");
     expect(postgresJsTarget("postgres://u@localhost/d?host=::1&port=6000").url).toBe("postgres://u@[::1]:6000/d");
     // A socket directory stays the host parameter each driver reads; the port names its socket.
@@ -161,15 +162,37 @@ describe("a URL's TLS parameters", () => {
       // The URL's own parameter wins, as in libpq (node-postgres's `ssl` and requiressl as well as sslmode).
       expect(tlsFor({ DATABASE_URL: `${base}?sslmode=disable`, PGSSLMODE: "verify-full" }).tls).toBe(false);
       expect(tlsFor({ DATABASE_URL: `${base}?ssl=true`, PGSSLMODE: "verify-full" }).tls).toEqual({ rejectUnauthorized: false });
-      expect(tlsFor({ DATABASE_URL: `${base}?sslmode=require&sslrootcert=system`, PGSSLROOTCERT: ca }).tls).toEqual({ rejectUnauthorized: true });
+      expect(tlsFor({ DATABASE_URL: `${base}?sslmode=verify-full&sslrootcert=system`, PGSSLROOTCERT: ca }).tls).toEqual({ rejectUnauthorized: true });
       // An empty variable is unset; a Unix socket is never TLS; the embedded Postgres (no URL) is not affected.
       expect(tlsFor({ DATABASE_URL: base, PGSSLMODE: "" }).tls).toBe(false);
       expect(postgresJsTarget(loadConfig({ DATABASE_URL: `${base}?host=/run/pg`, PGSSLMODE: "verify-full" }).DATABASE_URL!).ssl).toBe(false);
       expect(loadConfig({ PGSSLMODE: "verify-full" }).DATABASE_URL).toBeUndefined();
       // Refused as the URL's parameter would be, named by the variable; not when the URL says instead.
-      expect(() => loadConfig({ DATABASE_URL: base, PGSSLMODE: "prefer" })).toThrow("PGSSLMODE: PGSSLMODE=prefer is not supported: use disable, require");
-      expect(() => loadConfig({ DATABASE_URL: base, PGSSLCERTMODE: "require" })).toThrow("PGSSLCERTMODE: PGSSLCERTMODE=require is not supported");
+      expect(() => loadConfig({ DATABASE_URL: base, PGSSLMODE: "prefer" })).toThrow("PGSSLMODE: prefer is not supported: use disable, require");
+      expect(() => loadConfig({ DATABASE_URL: base, PGSSLCERTMODE: "require" })).toThrow("PGSSLCERTMODE: require is not supported");
       expect(() => loadConfig({ DATABASE_URL: `${base}?sslmode=require`, PGSSLMODE: "prefer" })).not.toThrow();
+      // PGCHANNELBINDING=require asks for what neither driver does: refused, as in the URL.
+      expect(() => loadConfig({ DATABASE_URL: base, PGCHANNELBINDING: "require" })).toThrow("PGCHANNELBINDING: require is not supported: signalbox's Postgres driver cannot bind SCRAM");
+      expect(tlsFor({ DATABASE_URL: base, PGCHANNELBINDING: "prefer", PGGSSENCMODE: "disable" })).toEqual({ url: base, tls: false });
+      // The system's CAs only with verify-full (libpq 16 refuses a weaker sslmode with them), whichever side gives each.
+      expect(() => loadConfig({ DATABASE_URL: `${base}?sslrootcert=system`, PGSSLMODE: "disable" })).toThrow("sslrootcert=system is not supported: give sslmode=verify-full");
+      expect(() => loadConfig({ DATABASE_URL: `${base}?sslmode=disable`, PGSSLROOTCERT: "system" })).toThrow("PGSSLROOTCERT: system is not supported: give sslmode=verify-full");
+      expect(() => loadConfig({ DATABASE_URL: base, PGSSLMODE: "require", PGSSLROOTCERT: "system" })).toThrow("PGSSLROOTCERT: system is not supported");
+      expect(() => loadConfig({ DATABASE_URL: `${base}?sslmode=require&sslrootcert=system` })).toThrow("sslrootcert=system is not supported");
+      // A file that cannot be read is named at start, with where it came from.
+      expect(() => loadConfig({ DATABASE_URL: base, PGSSLMODE: "verify-full", PGSSLROOTCERT: "/nonexistent/ca.pem" })).toThrow("PGSSLROOTCERT: /nonexistent/ca.pem is not supported: it cannot be read (ENOENT)");
+      expect(() => loadConfig({ DATABASE_URL: `${base}?sslmode=require&sslcert=/nonexistent/c.pem&sslkey=/nonexistent/k.pem` })).toThrow("sslcert=/nonexistent/c.pem is not supported: it cannot be read (ENOENT)");
+      expect(() => loadConfig({ DATABASE_URL: `${base}?sslmode=disable&sslrootcert=/nonexistent/ca.pem` })).not.toThrow(); // no TLS: not read
+      // node-postgres would read PGSSLNEGOTIATION itself: `direct` on a socket (no TLS) threw.
+      process.env.PGSSLNEGOTIATION = "direct";
+      try {
+        expect(() => new pg.Client(nodePostgresTarget(loadConfig({ DATABASE_URL: `${base}?host=/run/pg` }).DATABASE_URL!))).not.toThrow();
+      } finally {
+        delete process.env.PGSSLNEGOTIATION;
+      }
+      // PGREQUIRESSL as libpq reads it: its first character.
+      expect(tlsFor({ DATABASE_URL: base, PGREQUIRESSL: "1yes" }).tls).toEqual({ rejectUnauthorized: false });
+      expect(tlsFor({ DATABASE_URL: base, PGREQUIRESSL: "0" }).tls).toBe(false);
     } finally {
       await fs.rm(ca, { force: true });
     }
