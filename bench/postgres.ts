@@ -38,7 +38,9 @@ export async function startServer(env: NodeJS.ProcessEnv, opts: { statements: bo
       const c = postgres(embedded.url, { max: 1, onnotice: () => {} });
       await c.unsafe("alter system set shared_preload_libraries = 'pg_stat_statements'");
       // Nested: also the statements run inside functions (accept_signals, add_jobs), to see where their time goes.
-      await c.unsafe(`alter system set pg_stat_statements.track = '${opts.nested ? "all" : "top"}'`).finally(() => c.end({ timeout: 5 }));
+      await c.unsafe(`alter system set pg_stat_statements.track = '${opts.nested ? "all" : "top"}'`);
+      // Nested: planning too (a function's statements planned again on each call cost more than they run).
+      await c.unsafe(`alter system set pg_stat_statements.track_planning = ${opts.nested ? "on" : "off"}`).finally(() => c.end({ timeout: 5 }));
       await embedded.stop();
       embedded = await startEmbeddedPostgres(dir, log);
     }
@@ -160,7 +162,7 @@ export async function pgbenchVersion(): Promise<string> {
 export interface StatementStats {
   /** Statements the clients sent (top level; functions' inner statements not counted). */
   calls: number;
-  top: Array<{ calls: number; totalMs: number; rows: number; blocks: number; walBytes: number; query: string; nested: boolean }>;
+  top: Array<{ calls: number; totalMs: number; planMs: number; rows: number; blocks: number; walBytes: number; query: string; nested: boolean }>;
   /** Row writes per table since the reset: a non-HOT update writes a new entry into every index of its table. */
   tables: TableCounts[];
 }
@@ -194,13 +196,13 @@ export function statementStats(url: string) {
     },
     async read(): Promise<StatementStats> {
       await ready;
-      const rows = await c.unsafe<{ calls: string; total_ms: number; rows: string; blocks: string; wal_bytes: string; query: string; toplevel: boolean }[]>(`
-        select calls, total_exec_time as total_ms, rows, shared_blks_hit + shared_blks_read as blocks, wal_bytes,
+      const rows = await c.unsafe<{ calls: string; total_ms: number; plan_ms: number; rows: string; blocks: string; wal_bytes: string; query: string; toplevel: boolean }[]>(`
+        select calls, total_exec_time as total_ms, total_plan_time as plan_ms, rows, shared_blks_hit + shared_blks_read as blocks, wal_bytes,
           regexp_replace(query, '\\s+', ' ', 'g') as query, toplevel
         from pg_stat_statements
         where dbid = (select oid from pg_database where datname = current_database())
           and query not ilike '%pg_stat_statements%'
-        order by total_exec_time desc`);
+        order by total_exec_time + total_plan_time desc`);
       // Table counters reach the shared statistics when a backend is idle for a second at most.
       await new Promise((r) => setTimeout(r, 1_100));
       const after = await tableCounts();
@@ -217,6 +219,7 @@ export function statementStats(url: string) {
         top: rows.map((r) => ({
           calls: Number(r.calls),
           totalMs: Number(r.total_ms),
+          planMs: Number(r.plan_ms),
           rows: Number(r.rows),
           blocks: Number(r.blocks),
           walBytes: Number(r.wal_bytes),

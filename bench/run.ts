@@ -679,7 +679,7 @@ function printStatements(phases: PhaseRecord[], nested: boolean) {
     for (const t of p.statements.top.slice(0, nested ? 30 : 12)) {
       const per = (x: number, digits: number) => (x / p.ops).toFixed(digits).padStart(7);
       console.log(
-        `  ${per(t.calls, 2)}  ${(t.totalMs / t.calls).toFixed(3).padStart(7)} ms ${per(t.rows, 1)} rows ${per(t.blocks, 1)} blks ${per(t.walBytes, 0)} B  ` +
+        `  ${per(t.calls, 2)}  ${(t.totalMs / t.calls).toFixed(3).padStart(7)} ms${nested ? ` (+${(t.planMs / t.calls).toFixed(3)} plan)` : ""} ${per(t.rows, 1)} rows ${per(t.blocks, 1)} blks ${per(t.walBytes, 0)} B  ` +
           `${t.nested ? "(nested) " : ""}${t.query.slice(0, 150)}`,
       );
     }
