@@ -94,7 +94,9 @@ const REFUSED: Record<string, (value: string, u: URL) => string | undefined> = {
  * where it came from (a path from PGSSLROOTCERT is not even in the URL).
  */
 function unreadable(path: string, u: URL): string | undefined {
-  if (sslModeOf(u) === "disable" || urlParam(u, "host")?.startsWith("/")) return undefined; // no TLS: libpq reads none of them
+  // No TLS (src/db/connection-url.ts tlsOf: no sslmode is disable, unless sslrootcert=system; never on a socket): none is read.
+  const mode = sslModeOf(u) ?? (urlParam(u, "sslrootcert") === "system" ? "verify-full" : "disable");
+  if (mode === "disable" || urlParam(u, "host")?.startsWith("/")) return undefined;
   try {
     fs.accessSync(path, fs.constants.R_OK);
     return undefined;
@@ -134,7 +136,7 @@ export function refusedParams(url: string): string[] {
  * signalbox connected in plain text where psql beside it used TLS. Those asking for a guarantee
  * neither driver can give (PGCHANNELBINDING=require...) are refused as the URL's would be.
  */
-export const LIBPQ_ENVIRONMENT = {
+const LIBPQ_ENVIRONMENT = {
   PGSSLMODE: "sslmode",
   PGREQUIRESSL: "requiressl",
   PGSSLROOTCERT: "sslrootcert",

@@ -140,10 +140,10 @@ export type Config = z.infer<typeof ConfigSchema>;
 
 export function loadConfig(env: Record<string, string | undefined>): Config {
   // libpq's PGSSLMODE and the like, where the URL does not say (src/config-database-url.ts).
-  const tls = env.DATABASE_URL ? withLibpqEnvironment(env.DATABASE_URL, env) : undefined;
-  const parsed = ConfigSchema.safeParse(tls ? { ...env, DATABASE_URL: tls.url } : env);
+  const libpq = env.DATABASE_URL ? withLibpqEnvironment(env.DATABASE_URL, env) : undefined;
+  const parsed = ConfigSchema.safeParse(libpq ? { ...env, DATABASE_URL: libpq.url } : env);
   // One line, naming each setting to fix (never its value: it may be a secret).
-  const problems = [...(parsed.success ? [] : parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`)), ...(tls?.refused ?? [])];
+  const problems = [...(parsed.success ? [] : parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`)), ...(libpq?.refused ?? [])];
   if (problems.length > 0) throw new Error(`invalid configuration: ${problems.join("; ")}`);
   return parsed.data!;
 }

@@ -183,6 +183,7 @@ describe("a URL's TLS parameters", () => {
       expect(() => loadConfig({ DATABASE_URL: base, PGSSLMODE: "verify-full", PGSSLROOTCERT: "/nonexistent/ca.pem" })).toThrow("PGSSLROOTCERT: /nonexistent/ca.pem is not supported: it cannot be read (ENOENT)");
       expect(() => loadConfig({ DATABASE_URL: `${base}?sslmode=require&sslcert=/nonexistent/c.pem&sslkey=/nonexistent/k.pem` })).toThrow("sslcert=/nonexistent/c.pem is not supported: it cannot be read (ENOENT)");
       expect(() => loadConfig({ DATABASE_URL: `${base}?sslmode=disable&sslrootcert=/nonexistent/ca.pem` })).not.toThrow(); // no TLS: not read
+      expect(() => loadConfig({ DATABASE_URL: `${base}?sslcert=/nonexistent/c.pem` })).not.toThrow(); // no sslmode: no TLS here
       // node-postgres would read PGSSLNEGOTIATION itself: `direct` on a socket (no TLS) threw.
       process.env.PGSSLNEGOTIATION = "direct";
       try {
