@@ -94,15 +94,23 @@ const REFUSED: Record<string, (value: string, u: URL) => string | undefined> = {
  * where it came from (a path from PGSSLROOTCERT is not even in the URL).
  */
 function unreadable(path: string, u: URL): string | undefined {
-  // No TLS (src/db/connection-url.ts tlsOf: no sslmode is disable, unless sslrootcert=system; never on a socket): none is read.
-  const mode = sslModeOf(u) ?? (urlParam(u, "sslrootcert") === "system" ? "verify-full" : "disable");
-  if (mode === "disable" || urlParam(u, "host")?.startsWith("/")) return undefined;
+  if (tlsModeOf(u) === "disable") return undefined; // no TLS: none is read
   try {
     fs.accessSync(path, fs.constants.R_OK);
     return undefined;
   } catch (err) {
     return `it cannot be read (${(err as NodeJS.ErrnoException).code ?? String(err)})`;
   }
+}
+
+/**
+ * The TLS a URL gets (src/db/connection-url.ts tlsOf): its sslmode; with none, verify-full for
+ * sslrootcert=system, else disable (`prefer` is not supported). Never TLS on a Unix socket
+ * (`?host=/dir`), whatever sslmode says, as libpq.
+ */
+export function tlsModeOf(u: URL): string {
+  if (urlParam(u, "host")?.startsWith("/")) return "disable";
+  return sslModeOf(u) ?? (urlParam(u, "sslrootcert") === "system" ? "verify-full" : "disable");
 }
 
 /** The sslmode a URL gives; or, when none, libpq's older requiressl=1 or node-postgres's `ssl=true|false` (undefined: none of them). */

@@ -1,7 +1,7 @@
 import fs from "node:fs";
 import type { ConnectionOptions } from "node:tls";
 import postgres from "postgres";
-import { DROPPED_PARAMS, safeDecode, sslModeOf, urlParam, type TLS_VERSIONS } from "../config-database-url.ts";
+import { DROPPED_PARAMS, safeDecode, tlsModeOf, urlParam, type TLS_VERSIONS } from "../config-database-url.ts";
 
 /**
  * TLS for one driver: none, or the options of Node's tls.connect. The same for postgres.js
@@ -37,14 +37,13 @@ export function tlsOf(url: string): { url: string; tls: DriverTls } {
   if (!URL.canParse(url)) return { url, tls: false };
   const u = new URL(url);
   const system = urlParam(u, "sslrootcert") === "system";
-  const mode = sslModeOf(u) ?? (system ? "verify-full" : "disable");
+  const mode = tlsModeOf(u);
   const file = (name: string) => {
     const path = urlParam(u, name);
     return path && path !== "system" ? fs.readFileSync(path, "utf8") : undefined;
   };
   let tls: DriverTls = false;
-  // libpq uses no TLS on a Unix socket (`?host=/dir`), whatever sslmode says.
-  if (mode !== "disable" && !urlParam(u, "host")?.startsWith("/")) {
+  if (mode !== "disable") {
     const ca = file("sslrootcert");
     const checked = mode === "verify-full" || mode === "verify-ca" || ca !== undefined || system;
     const clientCert = urlParam(u, "sslcert") !== undefined && urlParam(u, "sslcertmode") !== "disable";

@@ -80,6 +80,21 @@ const RECORDED_KEPT_MS = 5_000;
 /** An attempt's place in its wait's deliveries: its round, and the attempts recorded before it. */
 const underwayKey = (owed: OwedCallback) => `${owed.roundBefore}/${owed.attemptsBefore}`;
 
+/** An attempt's answer (or refusal), to record. */
+type AttemptToRecord = { owed: OwedCallback; attempt: AttemptResult };
+
+/**
+ * What one delivery job gathers while its callbacks go out: those owed again later (the jobs it
+ * queues), the attempts it records itself, its requests' abort signal, and a promise settled once
+ * its later jobs are queued (a let-go callback is recorded in the background only after that).
+ */
+interface JobRun {
+  later: Later[];
+  recordNow: AttemptToRecord[];
+  signal: AbortSignal;
+  laterQueued: Promise<void>;
+}
+
 /** What became of a callback at the endpoint gate: turned away, or sent and answered. */
 type Tried = Exclude<Admission, { kind: "send" }> | { kind: "answered"; attempt: AttemptResult };
 
@@ -144,7 +159,7 @@ export class DeliveryEngine {
    * few callbacks (an intake batch's), and their statements would otherwise be most of the cost.
    */
   readonly #reads: GroupCall<string, WaitWithEvent | undefined>;
-  readonly #records: GroupCall<{ owed: OwedCallback; attempt: AttemptResult }, Recorded | undefined>;
+  readonly #records: GroupCall<AttemptToRecord, Recorded | undefined>;
 
   constructor(deps: DeliveryDeps, opts: DeliveryEngineOptions) {
     this.#deps = deps;
@@ -173,20 +188,19 @@ export class DeliveryEngine {
     const ids = [...new Set(callbacks.map((c) => (typeof c === "string" ? c : c.id)))];
     const stillAt = (o: OwedCallback, at = atAttempt.get(o.waitId)) => !at || (at.attempts === o.attemptsBefore && at.round === o.roundBefore);
     const owed = (await this.#reads.call(ids)).map((found) => found && owedCallback(found)).filter((o): o is OwedCallback => o !== undefined && stillAt(o));
-    const later: Later[] = [];
-    const recordNow: Array<{ owed: OwedCallback; attempt: AttemptResult }> = [];
     // One signal for the batch's requests: the job's (the worker stopping) or the engine's.
     const signal = abort ? AbortSignal.any([abort, this.#stopped.signal]) : this.#stopped.signal;
     // A callback let go of is recorded in the background only once the job that keeps it owed is
     // queued: its record's retry (same key) must replace that job, never be replaced by it.
     let laterQueued!: () => void;
-    const queued = new Promise<void>((resolve) => (laterQueued = resolve));
+    const run: JobRun = { later: [], recordNow: [], signal, laterQueued: new Promise<void>((resolve) => (laterQueued = resolve)) };
+    const { later, recordNow } = run;
     // Those this job settles itself are no longer under way here once recorded (or failed).
     const settledHere: OwedCallback[] = [];
     let recorded = false;
     try {
       // All of them, even when one fails: each must say whether it is this job's to settle.
-      const outcomes = await Promise.allSettled(owed.map((o) => this.#one(o, later, recordNow, signal, queued)));
+      const outcomes = await Promise.allSettled(owed.map((o) => this.#one(o, run)));
       outcomes.forEach((r, i) => r.status === "fulfilled" && r.value && settledHere.push(owed[i]!));
       const failed = outcomes.find((r) => r.status === "rejected");
       if (failed) throw failed.reason;
@@ -272,7 +286,7 @@ export class DeliveryEngine {
    * out. Resolves true when this job settles it (records it, or schedules it again), false when
    * it let go of it or another job has it under way.
    */
-  async #one(owed: OwedCallback, later: Later[], recordNow: Array<{ owed: OwedCallback; attempt: AttemptResult }>, signal: AbortSignal, laterQueued: Promise<void>): Promise<boolean> {
+  async #one(owed: OwedCallback, run: JobRun): Promise<boolean> {
     const attempt = underwayKey(owed);
     // This attempt is queued or in flight here already (a job that kept it owed came due before
     // it was recorded): it is not sent twice. Once the job it was let go with is queued, nothing
@@ -281,12 +295,12 @@ export class DeliveryEngine {
     // queuing one), this job queues one, so that it is owed durably when this job is done.
     const underway = this.#underway.get(owed.waitId);
     if (underway?.attempt === attempt) {
-      if (!underway.kept) later.push({ owed, inS: QUEUED_DUE_MS / 1000, state: "queued" });
+      if (!underway.kept) run.later.push({ owed, inS: QUEUED_DUE_MS / 1000, state: "queued" });
       return false;
     }
     this.#underway.set(owed.waitId, { attempt, kept: false });
     try {
-      return await this.#sendOrLetGo(owed, later, recordNow, signal, laterQueued);
+      return await this.#sendOrLetGo(owed, run);
     } catch (err) {
       this.#settled(owed);
       throw err;
@@ -294,7 +308,7 @@ export class DeliveryEngine {
   }
 
   /** #one, for an attempt this job now has under way. */
-  async #sendOrLetGo(owed: OwedCallback, later: Later[], recordNow: Array<{ owed: OwedCallback; attempt: AttemptResult }>, signal: AbortSignal, laterQueued: Promise<void>): Promise<boolean> {
+  async #sendOrLetGo(owed: OwedCallback, { later, recordNow, signal, laterQueued }: JobRun): Promise<boolean> {
     const ticket: AdmitOptions = { queue: true, bytes: owed.body.length };
     const progress: { sentAt?: number } = {};
     const tried = this.#admitAndPost(owed, ticket, signal, progress);
@@ -409,7 +423,7 @@ export class DeliveryEngine {
    * Each attempt is its own caller of the shared record: they still go in one statement, and one
    * that cannot be recorded fails alone (the job runs again for it; the rest stay recorded).
    */
-  async #record(items: Array<{ owed: OwedCallback; attempt: AttemptResult }>) {
+  async #record(items: AttemptToRecord[]) {
     const recorded = await Promise.allSettled(items.map((item) => this.#records.call([item])));
     items.forEach((item, i) => {
       const r = recorded[i]!;

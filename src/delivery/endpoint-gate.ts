@@ -241,9 +241,9 @@ export class EndpointGate {
         if (!abandoned) {
           s.answerMs = s.answerMs === 0 ? this.#opts.now() - request.at : 0.9 * s.answerMs + 0.1 * (this.#opts.now() - request.at);
           s.cameBackAt = this.#opts.now();
+          if (failed) this.#failed(host, s, request.at);
+          else this.#answered(host, s);
         }
-        if (!abandoned && failed) this.#failed(host, s, request.at);
-        else if (!abandoned) this.#answered(host, s);
         this.#nextInLine(s);
       },
     };
