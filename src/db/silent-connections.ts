@@ -10,26 +10,38 @@ import net from "node:net";
 export const SILENT_AFTER_MS = 15_000;
 const CHECK_EVERY_MS = 250;
 
+// The protocol's first message has no type byte; these codes say which it is.
+const PROTOCOL_3 = 196_608;
+const TLS_REQUEST = 80_877_103;
+const GSS_REQUEST = 80_877_104;
+const SYNC = 0x53; // 'S'
+const QUERY = 0x51; // 'Q'
+const READY_FOR_QUERY = 0x5a; // 'Z'
+
 interface Watched {
-  read: number;
-  written: number;
-  /** When bytes written after the last answer were first seen (0: none outstanding). */
+  /** The startup, Syncs and Queries sent whose ReadyForQuery has not come: the server owes an answer. */
+  readyOwed: number;
+  /** Something was sent after the last bytes came (a Describe's Flush, a Terminate): an answer is awaited. */
+  sentSinceHeard: boolean;
+  heard: number;
+  /** `heard` at the last look, and when that look saw it change (or saw an answer begin to be owed). */
+  heardLooked: number;
   since: number;
 }
 
 /**
- * The sockets of one pool (postgres.js's `socket` option), each destroyed once bytes were
- * written to it and nothing came back for `silentAfterMs`. A connection left open and silent (a
+ * The sockets of one pool (postgres.js's `socket` option), each destroyed once the server owed
+ * it an answer and nothing came back for `silentAfterMs`. A connection left open and silent (a
  * failover or a network cut leaves it so, with no error and no reset) would otherwise hold every
  * query sent to it for good, and the pool would keep it: TCP keep-alive does not notice while
  * the peer's kernel still acknowledges, and postgres.js has no timeout for a query. Destroyed,
  * its queries fail as a closed connection (503, retried), and the pool opens a new one.
  *
- * Judged by byte counts of the TCP socket, taken at each answer: what was written after the
- * last answer awaits one. Pipelined queries written before an answer to an earlier one count as
- * answered, so a connection that went silent between the two is found at the next query sent to
- * it. Under TLS the socket emits no events of its own (TLS reads it): the counts are then taken
- * every CHECK_EVERY_MS, and writes in the same look as an answer count as answered too.
+ * What is owed is read from the protocol's plain text, message by message: every startup, Sync
+ * and Query is answered by one ReadyForQuery, so queries pipelined behind an answered one stay
+ * owed (byte counts cannot tell). Over TLS that text is the TLS socket's, which postgres.js
+ * hands over once it made it (`onTls`, patches/postgres+*.patch): the socket made here then
+ * carries only ciphertext.
  */
 export function guardedSockets(silentAfterMs = SILENT_AFTER_MS): (options: { host: string[]; port: number[]; path?: string | false }) => net.Socket {
   const watched = new Map<net.Socket, Watched>();
@@ -40,8 +52,9 @@ export function guardedSockets(silentAfterMs = SILENT_AFTER_MS): (options: { hos
     const now = performance.now();
     for (const [socket, w] of watched) {
       if (socket.destroyed) watched.delete(socket);
-      else if (answered(socket, w)) continue;
-      else if (now - (w.since ||= now) >= silentAfterMs) {
+      else if (w.readyOwed === 0 && !w.sentSinceHeard) w.since = 0;
+      else if (w.since === 0 || w.heard !== w.heardLooked) [w.since, w.heardLooked] = [now, w.heard];
+      else if (now - w.since >= silentAfterMs) {
         watched.delete(socket);
         socket.destroy(); // postgres.js fails its queries with CONNECTION_CLOSED and reconnects on demand
       }
@@ -59,25 +72,109 @@ export function guardedSockets(silentAfterMs = SILENT_AFTER_MS): (options: { hos
     // next tick, before postgres.js (which awaits this factory) listens for it: uncaught.
     const socket = new net.Socket();
     const path = options.path;
-    // Not once postgres.js let go of it (a pool ended meanwhile): connect() would bring a destroyed
-    // socket back to life, with nobody listening for its error (an uncaught exception).
-    setImmediate(() => socket.destroyed || (path ? socket.connect(path) : socket.connect(options.port[i]!, options.host[i]!)));
-    Object.assign(socket, { host: options.host[i], port: options.port[i] }); // postgres.js reads them (TLS server name, error messages)
-    const w: Watched = { read: 0, written: 0, since: 0 };
+    const w: Watched = { readyOwed: 0, sentSinceHeard: false, heard: 0, heardLooked: 0, since: 0 };
+    const watchWrites = watchPlainText(socket, w);
+    setImmediate(() => {
+      // Not once postgres.js let go of it (a pool ended meanwhile): connect() would bring a destroyed
+      // socket back to life, with nobody listening for its error (an uncaught exception).
+      if (socket.destroyed) return;
+      path ? socket.connect(path) : socket.connect(options.port[i]!, options.host[i]!);
+      watchWrites(); // connect() puts net.Socket's own write back (the startup was written before)
+    });
+    // postgres.js reads host and port (TLS server name, error messages), and calls onTls.
+    Object.assign(socket, { host: options.host[i], port: options.port[i], onTls: (secure: net.Socket) => watchPlainText(secure, w) });
     watched.set(socket, w);
-    socket.on("data", () => answered(socket, w));
     timer ??= setInterval(check, CHECK_EVERY_MS).unref();
     return socket;
   };
 }
 
-/** Whether nothing written to `socket` awaits an answer (updating what was seen). */
-function answered(socket: net.Socket, w: Watched): boolean {
-  if (socket.bytesRead !== w.read) {
-    w.read = socket.bytesRead;
-    w.written = socket.bytesWritten;
-    w.since = 0;
-    return true;
+/**
+ * Keeps `w` up to date with what goes over `stream` in plain text. Returns what watches its
+ * writes again, after something put its own `write` back.
+ */
+function watchPlainText(stream: net.Socket, w: Watched): () => void {
+  const sent = new Framing(true);
+  const received = new Framing(false);
+  const write = stream.write;
+  const watchedWrite = function (this: net.Socket, chunk: unknown, ...rest: unknown[]) {
+    w.sentSinceHeard = true;
+    if (chunk instanceof Uint8Array) {
+      sent.read(chunk, (type, code) => {
+        if (type === SYNC || type === QUERY || code === PROTOCOL_3) w.readyOwed++;
+        else if (code === TLS_REQUEST || code === GSS_REQUEST) {
+          // Answered by one byte; over plain text if refused ('N'), where the startup comes next.
+          received.skip(1);
+          sent.expectStartup();
+        }
+      });
+    }
+    return (write as (...args: unknown[]) => boolean).apply(this, [chunk, ...rest]);
+  } as typeof stream.write;
+  stream.write = watchedWrite;
+  // postgres.js says goodbye (Terminate) with end(): the server should close; one that stays silent is dropped.
+  const end = stream.end;
+  stream.end = function (this: net.Socket, ...args: unknown[]) {
+    if (args[0] instanceof Uint8Array) w.sentSinceHeard = true;
+    return (end as (...a: unknown[]) => net.Socket).apply(this, args);
+  } as typeof stream.end;
+  stream.on("data", (chunk: Buffer) => {
+    w.heard++;
+    w.sentSinceHeard = false;
+    received.read(chunk, (type) => {
+      if (type === READY_FOR_QUERY && w.readyOwed > 0) w.readyOwed--;
+    });
+  });
+  return () => (stream.write = watchedWrite);
+}
+
+/**
+ * One direction of the protocol cut into messages: a type byte and a length (the first message
+ * a client sends, a length and a code). Only headers are read; bodies are skipped.
+ */
+class Framing {
+  readonly #header = Buffer.alloc(8);
+  #gathered = 0;
+  #toSkip = 0;
+  #untyped: boolean;
+
+  constructor(untypedFirst: boolean) {
+    this.#untyped = untypedFirst;
   }
-  return socket.bytesWritten === w.written;
+
+  expectStartup(): void {
+    this.#untyped = true;
+  }
+
+  skip(bytes: number): void {
+    this.#toSkip += bytes;
+  }
+
+  /** Calls `each` with every message that begins in `chunk`: its type, or 0 and its code. */
+  read(chunk: Uint8Array, each: (type: number, code: number) => void): void {
+    let at = 0;
+    while (at < chunk.length) {
+      if (this.#toSkip > 0) {
+        const n = Math.min(this.#toSkip, chunk.length - at);
+        this.#toSkip -= n;
+        at += n;
+        continue;
+      }
+      const size = this.#untyped ? 8 : 5;
+      const n = Math.min(size - this.#gathered, chunk.length - at);
+      this.#header.set(chunk.subarray(at, at + n), this.#gathered);
+      this.#gathered += n;
+      at += n;
+      if (this.#gathered < size) return;
+      this.#gathered = 0;
+      if (this.#untyped) {
+        this.#untyped = false;
+        this.#toSkip = Math.max(0, this.#header.readInt32BE(0) - 8);
+        each(0, this.#header.readInt32BE(4));
+      } else {
+        this.#toSkip = Math.max(0, this.#header.readInt32BE(1) - 4);
+        each(this.#header[0]!, 0);
+      }
+    }
+  }
 }
