@@ -14,10 +14,15 @@
 -- The race this must not lose: a wait relies on the alarm, and the alarm runs and arms itself
 -- for a later deadline before that wait commits (its query did not see it). An advisory lock
 -- orders the two: an opener relying on the alarm holds it shared until it commits; the alarm
--- moves later only while it holds it exclusively, so after every such opener committed, and
--- its query sees their waits. When it cannot have the lock at once, it moves no later than a
--- moment from now (deadline_alarm_busy_s) and looks again then: it never waits for an opener,
--- and an opener waits at most for the alarm's one arming statement.
+-- moves freely only while it holds it exclusively, so after every such opener committed, and
+-- its query sees their waits. When it cannot have the lock at once (openers keep it held while
+-- waits are being opened), it never waits for them: it moves no later than a minute after the
+-- oldest holder's transaction began (deadline_alarm_holders_allow), since an opener relies on
+-- the alarm only for a deadline a minute or more after that, and no later than the pending
+-- alarm an opener may still be reading. It looked again a moment later (deadline_alarm_busy_s)
+-- before: ten runs a second while waits were being opened, and a fifth of the timed waits got a
+-- job of their own because the alarm was running when they looked. An opener waits at most for
+-- the alarm's one arming statement.
 
 -- The advisory lock's key (any constant; pg_locks shows it as objid 5910 in class 0).
 CREATE OR REPLACE FUNCTION "signalbox"."deadline_alarm_lock"()
@@ -32,11 +37,28 @@ RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
   SELECT 60::double precision;
 $$;
 
--- When an opener is in the alarm's way (it may not move later), or a due wait's run was busy:
--- the alarm looks again this soon.
+-- When nothing tells how far the alarm may move while openers hold its lock, or a due wait's
+-- run was busy: the alarm looks again this soon.
 CREATE OR REPLACE FUNCTION "signalbox"."deadline_alarm_busy_s"()
 RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
   SELECT 0.1::double precision;
+$$;
+
+-- While openers hold the alarm's lock (their waits not yet seen): the latest the alarm may be
+-- armed for. Each relies on it only for a deadline a minute or more after its transaction began
+-- (cover_deadline), so a minute after the oldest holder's began, less a second (the moment
+-- between its start and its report to pg_stat_activity). NULL when that cannot be known: no
+-- holder in share mode (another arming holds it), or one whose start is not shown (a prepared
+-- transaction, another role's backend without pg_read_all_stats). Read before the deadlines
+-- are: an opener that commits in between is seen by one or the other.
+CREATE OR REPLACE FUNCTION "signalbox"."deadline_alarm_holders_allow"()
+RETURNS timestamptz LANGUAGE sql STABLE AS $$
+  SELECT CASE WHEN count(*) > 0 AND bool_and(a.xact_start IS NOT NULL)
+              THEN min(a.xact_start) + (signalbox.deadline_alarm_idle_s() - 1) * interval '1 second' END
+  FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+  WHERE l.locktype = 'advisory' AND l.granted AND l.mode = 'ShareLock'
+    AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+    AND l.classid = 0 AND l.objid = signalbox.deadline_alarm_lock() AND l.objsubid = 1;
 $$;
 
 -- What times a new wait out (open_wait, src/waits/open-wait.ts): the alarm, when it is pending
@@ -63,19 +85,27 @@ $$;
 
 -- Arms the alarm for the earliest open deadline (the alarm itself once it has run, and the
 -- sweep, in case the alarm is missing or was pushed back by a failure), no later than a minute
--- from now; no later than the busy delay from now when an opener holds the lock. A deadline
--- already past (a wait whose run was busy) is looked at again after the busy delay. Returns the
--- time set. In a transaction of its own: the lock is held until it commits.
+-- from now; while openers hold the lock, no later than they allow and than the pending alarm
+-- (an opener may be relying on the row this replaces). A deadline already past (a wait whose
+-- run was busy) is looked at again after the busy delay. Returns the time set. In a
+-- transaction of its own: the lock is held until it commits.
 CREATE OR REPLACE FUNCTION "signalbox"."arm_deadline_alarm"()
 RETURNS timestamptz LANGUAGE plpgsql AS $$
 DECLARE
   v_quiet constant boolean := pg_try_advisory_xact_lock(signalbox.deadline_alarm_lock());
   v_busy constant interval := signalbox.deadline_alarm_busy_s() * interval '1 second';
+  v_latest timestamptz;
   v_next timestamptz;
   v_run_at timestamptz;
 BEGIN
+  IF v_quiet THEN
+    v_latest := now() + signalbox.deadline_alarm_idle_s() * interval '1 second';
+  ELSE
+    v_latest := coalesce(signalbox.deadline_alarm_holders_allow(), now() + v_busy);
+    v_latest := least(v_latest, (SELECT min(j.run_at) FROM graphile_worker._private_jobs j WHERE j.key = 'expire_due' AND j.locked_at IS NULL));
+  END IF;
   SELECT min(w.timeout_at) INTO v_next FROM signalbox.waits w WHERE w.status = 'waiting' AND w.timeout_at IS NOT NULL;
-  v_run_at := least(v_next, now() + CASE WHEN v_quiet THEN signalbox.deadline_alarm_idle_s() * interval '1 second' ELSE v_busy END);
+  v_run_at := least(v_next, v_latest);
   IF v_run_at <= now() THEN
     v_run_at := now() + v_busy;
   END IF;

@@ -87,26 +87,58 @@ describe("the deadline alarm", () => {
     }
   });
 
-  it("moves no later than a moment from now while a wait relying on it has not committed", async () => {
+  it("while a wait relying on it has not committed, moves no later than a minute after that opener began, nor past the pending alarm", async () => {
     const sql = app.database.sql;
-    const arm = async () => secondsFromNow((await sql<{ at: string }[]>`select signalbox.arm_deadline_alarm()::text as at`)[0]!.at);
+    const arm = async () => (await sql<{ at: string }[]>`select signalbox.arm_deadline_alarm()::text as at`)[0]!.at;
     // A wait two hours away is open (from the first test), so a quiet alarm goes a minute ahead.
-    expect(await arm()).toBeGreaterThan(30);
+    expect(await secondsFromNow(await arm())).toBeGreaterThan(30);
 
     let commit!: () => void;
     const committed = new Promise<void>((r) => (commit = r));
-    let covered!: () => void;
-    const relying = new Promise<void>((r) => (covered = r));
+    let covered!: (deadline: string) => void;
+    const relying = new Promise<string>((r) => (covered = r));
     const opener = sql.begin(async (tx) => {
-      await tx`select signalbox.cover_deadline('wait_in_flight', now() + interval '3 hours')`;
-      covered();
+      // The nearest deadline that may rely on the alarm: a minute after this transaction began.
+      const [row] = await tx<{ at: string }[]>`select (now() + interval '60 seconds')::text as at, signalbox.cover_deadline('wait_in_flight', now() + interval '60 seconds')`;
+      covered(row!.at);
       await committed;
     });
-    await relying;
-    expect(await arm()).toBeLessThanOrEqual(0.2); // it may not move past a deadline it cannot see yet
-    commit();
-    await opener;
-    expect(await arm()).toBeGreaterThan(30);
+    try {
+      const deadline = new Date(await relying);
+      // It may not move past a deadline it cannot see yet; nor, as it did, to a moment from now,
+      // which kept it running ten times a second while waits were being opened.
+      const busy = await arm();
+      expect(new Date(busy).getTime()).toBeLessThan(deadline.getTime());
+      expect(await secondsFromNow(busy)).toBeGreaterThan(30);
+      // An opener may be relying on the pending alarm's time: not later than that either.
+      await sql`update graphile_worker._private_jobs set run_at = now() + interval '10 seconds' where key = 'expire_due' and locked_at is null`;
+      expect(await secondsFromNow(await arm())).toBeLessThanOrEqual(10);
+    } finally {
+      commit();
+      await opener;
+    }
+    expect(await secondsFromNow(await arm())).toBeGreaterThan(30);
+  });
+
+  it("looks again a moment later when another arming holds its lock", async () => {
+    const sql = app.database.sql;
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    let held!: () => void;
+    const holding = new Promise<void>((r) => (held = r));
+    const other = sql.begin(async (tx) => {
+      await tx`select pg_advisory_xact_lock(signalbox.deadline_alarm_lock())`;
+      held();
+      await released;
+    });
+    try {
+      await holding;
+      const [row] = await sql<{ at: string }[]>`select signalbox.arm_deadline_alarm()::text as at`;
+      expect(await secondsFromNow(row!.at)).toBeLessThanOrEqual(0.2);
+    } finally {
+      release();
+      await other;
+    }
   });
 
   it("is armed again by the sweep when a worker took it and died (its row left locked), and the waits relying on it still time out once", async () => {
