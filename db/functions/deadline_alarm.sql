@@ -19,10 +19,10 @@
 -- waits are being opened), it never waits for them: it moves no later than a minute after the
 -- oldest holder's transaction began (deadline_alarm_holders_allow), since an opener relies on
 -- the alarm only for a deadline a minute or more after that, and no later than the pending
--- alarm an opener may still be reading. It looked again a moment later (deadline_alarm_busy_s)
--- before: ten runs a second while waits were being opened, and a fifth of the timed waits got a
--- job of their own because the alarm was running when they looked. An opener waits at most for
--- the alarm's one arming statement.
+-- alarm an opener may still be reading. (It used to move no later than a moment from now: it
+-- then ran ten times a second while waits were being opened, and a fifth of the timed waits got
+-- a job of their own because it was running when they looked.) An opener waits at most for the
+-- alarm's one arming statement.
 
 -- The advisory lock's key (any constant; pg_locks shows it as objid 5910 in class 0).
 CREATE OR REPLACE FUNCTION "signalbox"."deadline_alarm_lock"()
