@@ -23,9 +23,10 @@ interface Watched {
   readyOwed: number;
   /** Something was sent after the last bytes came (a Describe's Flush, a Terminate): an answer is awaited. */
   sentSinceHeard: boolean;
+  /** Chunks heard from the server, and their number at the last look. */
   heard: number;
-  /** `heard` at the last look, and when that look saw it change (or saw an answer begin to be owed). */
   heardLooked: number;
+  /** The look that last found something owed and new bytes heard, or the first owed (0: nothing owed). */
   since: number;
 }
 
