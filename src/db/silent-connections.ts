@@ -97,20 +97,23 @@ export function guardedSockets(silentAfterMs = SILENT_AFTER_MS): (options: { hos
 function watchPlainText(stream: net.Socket, w: Watched): () => void {
   const sent = new Framing(true);
   const received = new Framing(false);
-  const write = stream.write;
-  const watchedWrite = function (this: net.Socket, chunk: unknown, ...rest: unknown[]) {
-    w.sentSinceHeard = true;
-    if (chunk instanceof Uint8Array) {
-      sent.read(chunk, (type, code) => {
-        if (type === SYNC || type === QUERY || code === PROTOCOL_3) w.readyOwed++;
-        else if (code === TLS_REQUEST || code === GSS_REQUEST) {
-          // Answered by one byte; over plain text if refused ('N'), where the startup comes next.
-          received.skip(1);
-          sent.expectStartup();
-        }
-      });
+  // Built once: they run for every chunk either way.
+  const onSent = (type: number, code: number) => {
+    if (type === SYNC || type === QUERY || code === PROTOCOL_3) w.readyOwed++;
+    else if (code === TLS_REQUEST || code === GSS_REQUEST) {
+      // Answered by one byte; over plain text if refused ('N'), where the startup comes next.
+      received.skip(1);
+      sent.expectStartup();
     }
-    return (write as (...args: unknown[]) => boolean).apply(this, [chunk, ...rest]);
+  };
+  const onReceived = (type: number) => {
+    if (type === READY_FOR_QUERY && w.readyOwed > 0) w.readyOwed--;
+  };
+  const write = stream.write as (chunk: unknown, encoding?: unknown, cb?: unknown) => boolean;
+  const watchedWrite = function (this: net.Socket, chunk: unknown, encoding?: unknown, cb?: unknown) {
+    w.sentSinceHeard = true;
+    if (chunk instanceof Uint8Array) sent.read(chunk, onSent);
+    return write.call(this, chunk, encoding, cb);
   } as typeof stream.write;
   stream.write = watchedWrite;
   // postgres.js says goodbye (Terminate) with end(): the server should close; one that stays silent is dropped.
@@ -122,9 +125,7 @@ function watchPlainText(stream: net.Socket, w: Watched): () => void {
   stream.on("data", (chunk: Buffer) => {
     w.heard++;
     w.sentSinceHeard = false;
-    received.read(chunk, (type) => {
-      if (type === READY_FOR_QUERY && w.readyOwed > 0) w.readyOwed--;
-    });
+    received.read(chunk, onReceived);
   });
   return () => (stream.write = watchedWrite);
 }

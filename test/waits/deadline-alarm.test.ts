@@ -1,3 +1,4 @@
+import type postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { setDebugHook } from "../../src/core/debug-point.ts";
 import { startCallbackReceiver } from "../helpers/callback-receiver.ts";
@@ -33,6 +34,21 @@ const ownJobs = async (waitId: string) => {
   const [row] = await app.database.sql<{ n: number }[]>`select count(*)::int as n from graphile_worker.jobs where key = ${`expire:${waitId}`}`;
   return row!.n;
 };
+/** Arms the alarm, as its own run and the sweep do; the time it set. */
+const arm = async () => (await app.database.sql<{ at: string }[]>`select signalbox.arm_deadline_alarm()::text as at`)[0]!.at;
+/** A transaction that ran `statement` (its first row) and stays open, holding its locks, until `commit`. */
+async function transactionLeftOpen<T>(statement: (tx: postgres.TransactionSql) => PromiseLike<T[]>): Promise<{ row: T | undefined; commit(): Promise<void> }> {
+  let commit!: () => void;
+  const committed = new Promise<void>((r) => (commit = r));
+  let ran!: (row: T | undefined) => void;
+  const first = new Promise<T | undefined>((r) => (ran = r));
+  const done = app.database.sql.begin(async (tx) => {
+    ran((await statement(tx))[0]);
+    await committed;
+  });
+  const row = await Promise.race([first, done.then(() => undefined)]);
+  return { row, commit: async () => (commit(), await done) };
+}
 const secondsFromNow = async (at: Date | string) => {
   const [row] = await app.database.sql<{ s: number }[]>`select extract(epoch from ${new Date(at).toISOString()}::timestamptz - now())::float8 as s`;
   return row!.s;
@@ -88,56 +104,35 @@ describe("the deadline alarm", () => {
   });
 
   it("while a wait relying on it has not committed, moves no later than a minute after that opener began, nor past the pending alarm", async () => {
-    const sql = app.database.sql;
-    const arm = async () => (await sql<{ at: string }[]>`select signalbox.arm_deadline_alarm()::text as at`)[0]!.at;
     // A wait two hours away is open (from the first test), so a quiet alarm goes a minute ahead.
     expect(await secondsFromNow(await arm())).toBeGreaterThan(30);
 
-    let commit!: () => void;
-    const committed = new Promise<void>((r) => (commit = r));
-    let covered!: (deadline: string) => void;
-    const relying = new Promise<string>((r) => (covered = r));
-    const opener = sql.begin(async (tx) => {
-      // The nearest deadline that may rely on the alarm: a minute after this transaction began.
-      const [row] = await tx<{ at: string }[]>`select (now() + interval '60 seconds')::text as at, signalbox.cover_deadline('wait_in_flight', now() + interval '60 seconds')`;
-      covered(row!.at);
-      await committed;
-    });
+    // The nearest deadline that may rely on the alarm: a minute after the opener's transaction began.
+    const opener = await transactionLeftOpen<{ at: string }>(
+      (tx) => tx`select (now() + interval '60 seconds')::text as at, signalbox.cover_deadline('wait_in_flight', now() + interval '60 seconds')`,
+    );
     try {
-      const deadline = new Date(await relying);
+      const deadline = new Date(opener.row!.at);
       // It may not move past a deadline it cannot see yet; nor, as it did, to a moment from now,
       // which kept it running ten times a second while waits were being opened.
       const busy = await arm();
       expect(new Date(busy).getTime()).toBeLessThan(deadline.getTime());
       expect(await secondsFromNow(busy)).toBeGreaterThan(30);
       // An opener may be relying on the pending alarm's time: not later than that either.
-      await sql`update graphile_worker._private_jobs set run_at = now() + interval '10 seconds' where key = 'expire_due' and locked_at is null`;
+      await app.database.sql`update graphile_worker._private_jobs set run_at = now() + interval '10 seconds' where key = 'expire_due' and locked_at is null`;
       expect(await secondsFromNow(await arm())).toBeLessThanOrEqual(10);
     } finally {
-      commit();
-      await opener;
+      await opener.commit();
     }
     expect(await secondsFromNow(await arm())).toBeGreaterThan(30);
   });
 
   it("looks again a moment later when another arming holds its lock", async () => {
-    const sql = app.database.sql;
-    let release!: () => void;
-    const released = new Promise<void>((r) => (release = r));
-    let held!: () => void;
-    const holding = new Promise<void>((r) => (held = r));
-    const other = sql.begin(async (tx) => {
-      await tx`select pg_advisory_xact_lock(signalbox.deadline_alarm_lock())`;
-      held();
-      await released;
-    });
+    const other = await transactionLeftOpen((tx) => tx`select pg_advisory_xact_lock(signalbox.deadline_alarm_lock())`);
     try {
-      await holding;
-      const [row] = await sql<{ at: string }[]>`select signalbox.arm_deadline_alarm()::text as at`;
-      expect(await secondsFromNow(row!.at)).toBeLessThanOrEqual(0.2);
+      expect(await secondsFromNow(await arm())).toBeLessThanOrEqual(0.2);
     } finally {
-      release();
-      await other;
+      await other.commit();
     }
   });
 
@@ -166,7 +161,7 @@ describe("the deadline alarm", () => {
     // graphile-worker completes a job.
     await sql`update graphile_worker._private_jobs set locked_at = now(), locked_by = 'a-stalled-worker', attempts = attempts + 1 where id = ${ran!}::bigint`;
     await sql`select graphile_worker.force_unlock_workers(array['a-stalled-worker'])`;
-    await sql`select signalbox.arm_deadline_alarm()`;
+    await arm();
     await sql`delete from graphile_worker._private_jobs where id = ${ran!}::bigint`;
     expect(await alarm()).toMatchObject({ locked: false });
   });
