@@ -5,6 +5,7 @@ import type { SignalTypeCache } from "./signal-types/signal-type-cache.ts";
 import type { Db } from "./db/client.ts";
 import type { Log } from "./core/logger.ts";
 import type { Metrics } from "./core/metrics.ts";
+import type { CallbackHandOff } from "./jobs/callback-hand-off.ts";
 
 /** What every verb may use. Built once in main.ts (or per test) and injected; nothing reads globals. */
 export interface Deps {
@@ -18,4 +19,6 @@ export interface Deps {
   metrics?: Metrics;
   /** Signal types kept in memory, dropped on change (absent: read from the database each time). */
   signalTypeCache?: SignalTypeCache;
+  /** Runs the callbacks intake resolves in this process (absent: the workers fetch their jobs). */
+  callbackHandOff?: CallbackHandOff;
 }

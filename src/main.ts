@@ -130,6 +130,8 @@ async function main() {
   const shutdown = new AbortController();
   const app = createApp({
     ...deps,
+    // Intake's callbacks go straight to this process's delivery engine (their jobs wait as a fallback).
+    callbackHandOff: worker.deliveries,
     changes,
     shutdown: shutdown.signal,
     availability,

@@ -21,10 +21,15 @@
 -- names the run it was applied to (answer_run_id); idempotency keys count across the runs on
 -- the way, so a retry of a signal taken before the continue is still a duplicate. Whether a run
 -- was continued comes back with its lock: a run never continued pays nothing for it.
--- The answer's columns changed (answer_run_id): a result type cannot be replaced in place.
+--
+-- Handed off (hand_off_s): the callbacks of the waits received are jobs the caller's process
+-- runs itself once this commits (enqueue_callbacks.sql); each such wait comes back in a row of
+-- its own besides the items' answers (item null, answer 'callback_job', answer_wait_id, answer_job).
+-- The answer's columns changed (answer_run_id, then answer_job): a result type cannot be
+-- replaced in place.
 DROP FUNCTION IF EXISTS "signalbox"."accept_signals"(json);
-CREATE OR REPLACE FUNCTION "signalbox"."accept_signals"(items json)
-RETURNS TABLE (item int, answer text, answer_signal_id text, answer_sequence bigint, answer_wait_id text, answer_run_id text)
+CREATE OR REPLACE FUNCTION "signalbox"."accept_signals"(items json, hand_off_s double precision DEFAULT NULL)
+RETURNS TABLE (item int, answer text, answer_signal_id text, answer_sequence bigint, answer_wait_id text, answer_run_id text, answer_job bigint)
 LANGUAGE plpgsql AS $$
 DECLARE
   it record;
@@ -68,7 +73,8 @@ BEGIN
     END IF;
     -- Chains can bring a run back out of run_id order: any run with a resolution pending.
     IF it.run_id = ANY(v_pending_runs) THEN
-      PERFORM signalbox.resolve_waits(v_ids, 'received', v_signal_ids, '{}'::jsonb, v_rows);
+      RETURN QUERY SELECT NULL::int, 'callback_job'::text, NULL::text, NULL::bigint, r.id, NULL::text, r.callback_job
+        FROM signalbox.resolve_waits(v_ids, 'received', v_signal_ids, '{}'::jsonb, v_rows, false, hand_off_s) r WHERE r.callback_job IS NOT NULL;
       v_ids := '{}';
       v_rows := '{}';
       v_signal_ids := '{}';
@@ -87,9 +93,9 @@ BEGIN
       IF FOUND THEN
         PERFORM signalbox.return_sequence(it.run_id);
         IF v_earlier.payload_hash IS NOT DISTINCT FROM it.payload_hash THEN
-          RETURN QUERY SELECT it.i, 'duplicate'::text, v_earlier.id, v_earlier.sequence, v_earlier.wait_id, v_earlier.run_id;
+          RETURN QUERY SELECT it.i, 'duplicate'::text, v_earlier.id, v_earlier.sequence, v_earlier.wait_id, v_earlier.run_id, NULL::bigint;
         ELSE
-          RETURN QUERY SELECT it.i, 'rejected_idempotency_conflict'::text, signalbox.reject_signal(it.id, it.run_id, it.signal, 'rejected_idempotency_conflict', it.payload, it.payload_hash, it.idempotency_key), NULL::bigint, NULL::text, it.run_id;
+          RETURN QUERY SELECT it.i, 'rejected_idempotency_conflict'::text, signalbox.reject_signal(it.id, it.run_id, it.signal, 'rejected_idempotency_conflict', it.payload, it.payload_hash, it.idempotency_key), NULL::bigint, NULL::text, it.run_id, NULL::bigint;
         END IF;
         CONTINUE;
       END IF;
@@ -97,7 +103,7 @@ BEGIN
 
     IF v_status = 'cancelled' THEN
       PERFORM signalbox.return_sequence(it.run_id);
-      RETURN QUERY SELECT it.i, 'rejected_not_active'::text, signalbox.reject_signal(it.id, it.run_id, it.signal, 'rejected_not_active', it.payload, it.payload_hash, it.idempotency_key), NULL::bigint, NULL::text, it.run_id;
+      RETURN QUERY SELECT it.i, 'rejected_not_active'::text, signalbox.reject_signal(it.id, it.run_id, it.signal, 'rejected_not_active', it.payload, it.payload_hash, it.idempotency_key), NULL::bigint, NULL::text, it.run_id, NULL::bigint;
       CONTINUE;
     END IF;
 
@@ -113,7 +119,7 @@ BEGIN
     END IF;
     IF v_wait_id IS NULL AND v_start IS NULL AND (it.buffer_ttl_s <= 0 OR it.expect_wait_id IS NOT NULL) THEN
       PERFORM signalbox.return_sequence(it.run_id);
-      RETURN QUERY SELECT it.i, 'rejected_not_waiting'::text, signalbox.reject_signal(it.id, it.run_id, it.signal, 'rejected_not_waiting', it.payload, it.payload_hash, it.idempotency_key), NULL::bigint, NULL::text, it.run_id;
+      RETURN QUERY SELECT it.i, 'rejected_not_waiting'::text, signalbox.reject_signal(it.id, it.run_id, it.signal, 'rejected_not_waiting', it.payload, it.payload_hash, it.idempotency_key), NULL::bigint, NULL::text, it.run_id, NULL::bigint;
       CONTINUE;
     END IF;
 
@@ -131,20 +137,20 @@ BEGIN
 
     IF v_start = 'start' THEN
       PERFORM signalbox.start_run(it.run_id, it.signal, it.id, it.start_url, v_seq);
-      RETURN QUERY SELECT it.i, 'started'::text, it.id, v_seq, NULL::text, it.run_id;
+      RETURN QUERY SELECT it.i, 'started'::text, it.id, v_seq, NULL::text, it.run_id, NULL::bigint;
       CONTINUE;
     END IF;
 
     IF v_wait_id IS NULL THEN
       INSERT INTO signalbox.events (run_id, type, signal_id, data)
         VALUES (it.run_id, 'signal.buffered', it.id, json_build_object('signal', it.signal, 'sequence', v_seq)::jsonb);
-      RETURN QUERY SELECT it.i, 'buffered'::text, it.id, v_seq, NULL::text, it.run_id;
+      RETURN QUERY SELECT it.i, 'buffered'::text, it.id, v_seq, NULL::text, it.run_id, NULL::bigint;
       CONTINUE;
     END IF;
 
     IF v_quorum IS NOT NULL THEN
       IF NOT signalbox.cast_vote(v_wait_id, it.run_id, it.id, v_quorum, it.payload) THEN
-        RETURN QUERY SELECT it.i, 'received'::text, it.id, v_seq, v_wait_id, it.run_id; -- a vote that does not decide yet
+        RETURN QUERY SELECT it.i, 'received'::text, it.id, v_seq, v_wait_id, it.run_id, NULL::bigint; -- a vote that does not decide yet
         CONTINUE;
       END IF;
       -- Counting the vote updated the wait (its votes): find its new row version.
@@ -154,11 +160,12 @@ BEGIN
     v_rows := v_rows || v_wait_row;
     v_signal_ids := v_signal_ids || it.id;
     v_pending_runs := v_pending_runs || it.run_id;
-    RETURN QUERY SELECT it.i, 'received'::text, it.id, v_seq, v_wait_id, it.run_id;
+    RETURN QUERY SELECT it.i, 'received'::text, it.id, v_seq, v_wait_id, it.run_id, NULL::bigint;
   END LOOP;
 
   IF cardinality(v_ids) > 0 THEN
-    PERFORM signalbox.resolve_waits(v_ids, 'received', v_signal_ids, '{}'::jsonb, v_rows);
+    RETURN QUERY SELECT NULL::int, 'callback_job'::text, NULL::text, NULL::bigint, r.id, NULL::text, r.callback_job
+      FROM signalbox.resolve_waits(v_ids, 'received', v_signal_ids, '{}'::jsonb, v_rows, false, hand_off_s) r WHERE r.callback_job IS NOT NULL;
   END IF;
 END;
 $$;

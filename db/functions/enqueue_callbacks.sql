@@ -6,16 +6,51 @@
 -- own key (`deliver:<id>`) is for its retries and redeliveries (record_delivery_attempt.sql,
 -- src/waits/cancel-wait.ts); a wait delivered twice records its attempt once (the
 -- compare-and-set on its attempt count), and the callback carries the same webhook-id.
-CREATE OR REPLACE FUNCTION "signalbox"."enqueue_callbacks"(p_wait_ids text[])
-RETURNS void LANGUAGE plpgsql AS $$
+--
+-- Handed off (p_hand_off_s): the caller's process runs the jobs itself as soon as the
+-- transaction commits (src/delivery/delivery-engine.ts, take) and completes them, so they are
+-- due only p_hand_off_s from now, for a worker to run should that process die first. A job not
+-- due yet needs no NOTIFY (no worker could take it), so they are inserted as add_jobs inserts
+-- them, without one (as signalbox.add_job inserts a future keyed job); each wait comes back with
+-- its job. Until graphile-worker has seen the task (a fresh database) they go through add_jobs.
+-- The result changed from nothing to the jobs: a result type cannot be replaced in place.
+DROP FUNCTION IF EXISTS "signalbox"."enqueue_callbacks"(text[]);
+CREATE OR REPLACE FUNCTION "signalbox"."enqueue_callbacks"(p_wait_ids text[], p_hand_off_s double precision DEFAULT NULL)
+RETURNS TABLE (job_id bigint, wait_id text) LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+  v_task int;
 BEGIN
   IF coalesce(cardinality(p_wait_ids), 0) = 0 THEN
     RETURN;
   END IF;
-  PERFORM signalbox.add_jobs(array(
-    SELECT json_populate_record(NULL::graphile_worker.job_spec, json_build_object(
-        'identifier', 'deliver_callback', 'payload', json_agg(t.id ORDER BY t.n), 'max_attempts', signalbox.job_max_attempts()))
-      FROM unnest(p_wait_ids) WITH ORDINALITY AS t(id, n)
-      GROUP BY (t.n - 1) / 100));
+  IF p_hand_off_s IS NOT NULL THEN
+    SELECT t.id INTO v_task FROM graphile_worker._private_tasks t WHERE t.identifier = 'deliver_callback';
+  END IF;
+  IF v_task IS NULL THEN
+    PERFORM signalbox.add_jobs(array(
+      SELECT json_populate_record(NULL::graphile_worker.job_spec, json_build_object(
+          'identifier', 'deliver_callback', 'payload', b.payload, 'max_attempts', signalbox.job_max_attempts()))
+        FROM signalbox.callback_batches(p_wait_ids) b));
+    RETURN;
+  END IF;
+  RETURN QUERY
+    WITH jobs AS (
+      INSERT INTO graphile_worker._private_jobs (task_id, payload, run_at, max_attempts)
+        SELECT v_task, b.payload, now() + p_hand_off_s * interval '1 second', signalbox.job_max_attempts()
+          FROM signalbox.callback_batches(p_wait_ids) b
+        RETURNING id, payload
+    )
+    SELECT j.id, w.id FROM jobs j, json_array_elements_text(j.payload) AS w(id);
 END;
+$$;
+
+-- The payloads of the batch jobs for these waits: arrays of up to 100 wait ids, in order.
+-- (IMMUTABLE: inlined into the statement that reads it.)
+CREATE OR REPLACE FUNCTION "signalbox"."callback_batches"(p_wait_ids text[])
+RETURNS TABLE (payload json) LANGUAGE sql IMMUTABLE AS $$
+  SELECT json_agg(t.id ORDER BY t.n)
+    FROM unnest(p_wait_ids) WITH ORDINALITY AS t(id, n)
+    GROUP BY (t.n - 1) / 100
+    ORDER BY (t.n - 1) / 100;
 $$;

@@ -8,9 +8,10 @@
 -- timeout or cancel commits first wins; the others change nothing), the history event, the
 -- wake-up (NOTIFY), removing the wait's own pending jobs (timeout, timer, sensor poll: an
 -- optimisation, a job already running loses its compare-and-set), one add_jobs for the
--- callbacks, and the composites: a parent that ended cancels its open members, a member that
--- resolved may settle its parent. Returns the waits it resolved (not those it settled in
--- turn). The caller holds the runs' locks.
+-- callbacks (or, handed off, jobs the caller runs itself: enqueue_callbacks), and the
+-- composites: a parent that ended cancels its open members, a member that resolved may settle
+-- its parent. Returns the waits it resolved (not those it settled in turn), each with the job
+-- of its callback when handed off. The caller holds the runs' locks.
 --
 -- Set-based: one statement for all the waits given, one for their jobs, one NOTIFY per 200
 -- waits, whatever their number (a statement per wait cost 1,000 timeouts 150 ms of Postgres
@@ -35,8 +36,8 @@ RETURNS TABLE (id text, "row" tid, signal_id text, event_id bigint) LANGUAGE sql
     WHERE t.row IS NOT NULL;
 $$;
 
--- It returned whole waits before it returned what its callers read, and a result type cannot
--- be replaced in place: dropped first (callers find it by name again).
+-- Its result gained each wait's callback job (callback_job), and a result type cannot be
+-- replaced in place: dropped first (callers find it by name again).
 DROP FUNCTION IF EXISTS "signalbox"."resolve_waits"(text[], text, text[], jsonb, tid[], boolean);
 CREATE OR REPLACE FUNCTION "signalbox"."resolve_waits"(
   p_ids text[],                        -- the waits
@@ -44,8 +45,9 @@ CREATE OR REPLACE FUNCTION "signalbox"."resolve_waits"(
   p_signal_ids text[] DEFAULT NULL,    -- received: the signal of each wait, in p_ids' order
   p_data jsonb DEFAULT '{}'::jsonb,    -- the history event's data
   p_rows tid[] DEFAULT NULL,           -- their ctids, in p_ids' order, when the caller has them
-  p_due_only boolean DEFAULT false)    -- timeouts: only a wait whose deadline has passed
-RETURNS TABLE (id text, timeout_at timestamptz, resolved_at timestamptz) LANGUAGE plpgsql
+  p_due_only boolean DEFAULT false,    -- timeouts: only a wait whose deadline has passed
+  p_hand_off_s double precision DEFAULT NULL) -- the caller runs the callbacks' jobs itself (enqueue_callbacks)
+RETURNS TABLE (id text, timeout_at timestamptz, resolved_at timestamptz, callback_job bigint) LANGUAGE plpgsql
 -- Generic plans: every statement here reaches its rows by ctid or by a unique index on what
 -- it looks up, in any plan; custom plans were re-planned on every call (0.4 ms each).
 SET plan_cache_mode = force_generic_plan AS $$
@@ -56,6 +58,8 @@ DECLARE
   v_timeouts timestamptz[];
   v_jobs text[];
   v_callbacks text[];
+  v_callback_jobs bigint[];
+  v_callback_waits text[];
   v_composites text[];
   v_parents text[];
   v_members text[];
@@ -117,9 +121,10 @@ BEGIN
     PERFORM graphile_worker.remove_job(j.key) FROM graphile_worker.jobs j WHERE j.key = ANY (v_jobs);
   END IF;
 
-  -- One add_jobs (one NOTIFY to the workers) for every callback.
+  -- One add_jobs (one NOTIFY to the workers) for every callback, or jobs the caller runs itself.
   IF v_callbacks IS NOT NULL THEN
-    PERFORM signalbox.enqueue_callbacks(v_callbacks);
+    SELECT array_agg(c.job_id), array_agg(c.wait_id) INTO v_callback_jobs, v_callback_waits
+      FROM signalbox.enqueue_callbacks(v_callbacks, p_hand_off_s) c;
   END IF;
 
   -- A composite that ended takes its open members with it, found with a plan made for these
@@ -140,7 +145,10 @@ BEGIN
     END LOOP;
   END IF;
 
-  RETURN QUERY SELECT r.id, r.timeout_at, now() FROM unnest(v_resolved, v_timeouts) AS r(id, timeout_at);
+  RETURN QUERY SELECT r.id, r.timeout_at, now(), c.job_id
+    FROM unnest(v_resolved, v_timeouts) WITH ORDINALITY AS r(id, timeout_at, n)
+    LEFT JOIN unnest(v_callback_waits, v_callback_jobs) AS c(wait_id, job_id) ON c.wait_id = r.id
+    ORDER BY r.n;
 END;
 $$;
 

@@ -1,5 +1,6 @@
 import { coarseDelay } from "../core/coarse-delay.ts";
-import { addJobs, jobKeys, type JobSpec, type TaskName } from "../jobs/enqueue.ts";
+import type { CallbackHandOff, CallbackJob } from "../jobs/callback-hand-off.ts";
+import { addJobs, completeHandedOff, jobKeys, type JobSpec, type TaskName } from "../jobs/enqueue.ts";
 import { GroupCall } from "../db/group-call.ts";
 import { findWaitsWithEvents, type WaitWithEvent } from "../waits/waits.queries.ts";
 import { owedCallback, recordAttempts, reportRecorded, type DeliveryDeps, type OwedCallback, type Recorded } from "./deliver-callback.ts";
@@ -74,6 +75,14 @@ function batchJobs(items: Later[], inS: number): JobSpec[] {
   return jobs;
 }
 
+/**
+ * How long a worker leaves a callback job handed off to this process (CallbackHandOff) before
+ * running it itself: should this process die first, its callbacks go this much later.
+ */
+const HANDED_OFF_DUE_S = 10;
+/** Callbacks handed off and not yet done, at most: past it, intake leaves its callbacks' jobs to the workers. */
+const HAND_OFF_ROOM = 2_000;
+
 /** How long an attempt recorded here is still taken as under way (#settled). */
 const RECORDED_KEPT_MS = 5_000;
 
@@ -140,7 +149,8 @@ export interface DeliveryEngineOptions {
  * endpoint is backed off; the wait's deliveries say so) or scheduled again (its endpoint is busy
  * and not answering), in the job's own time.
  */
-export class DeliveryEngine {
+export class DeliveryEngine implements CallbackHandOff {
+  readonly dueInS = HANDED_OFF_DUE_S;
   readonly #deps: DeliveryDeps;
   readonly gate: EndpointGate;
   /** Requests handed off (still in flight after HAND_OFF_MS): aborted when the worker stops. */
@@ -160,6 +170,10 @@ export class DeliveryEngine {
    */
   readonly #reads: GroupCall<string, WaitWithEvent | undefined>;
   readonly #records: GroupCall<AttemptToRecord, Recorded | undefined>;
+  /** Completions of the jobs handed off, shared as the records are. */
+  readonly #completions: GroupCall<string, undefined>;
+  /** Callbacks handed off (take) and not yet done. */
+  #handedOff = 0;
 
   constructor(deps: DeliveryDeps, opts: DeliveryEngineOptions) {
     this.#deps = deps;
@@ -168,6 +182,7 @@ export class DeliveryEngine {
       return ids.map((id) => found.get(id));
     }, GROUPS);
     this.#records = new GroupCall((items) => recordAttempts(deps, items), GROUPS);
+    this.#completions = new GroupCall(async (ids) => (await completeHandedOff(deps.db, ids), ids.map(() => undefined)), GROUPS);
     const metrics = deps.metrics;
     this.gate = new EndpointGate({
       perEndpoint: opts.perEndpoint,
@@ -180,6 +195,27 @@ export class DeliveryEngine {
       onRecover: (host) => deps.log.info({ callbackHost: host }, "callback endpoint answers again"),
     });
     if (metrics) metrics.sources.endpointsBackedOff = () => this.gate.backedOff();
+  }
+
+  hasRoom(): boolean {
+    return this.#handedOff < HAND_OFF_ROOM && !this.#stopped.signal.aborted;
+  }
+
+  /**
+   * Runs callback jobs the way a worker would, at once, then completes them (CallbackHandOff).
+   * One that fails is left as it is: a worker runs it when it comes due.
+   */
+  take(jobs: CallbackJob[]): void {
+    for (const job of jobs) {
+      this.#handedOff += job.waitIds.length;
+      this.#inBackground(
+        this.deliver(job.waitIds)
+          .then(() => this.#completions.call([job.id]))
+          .finally(() => (this.#handedOff -= job.waitIds.length)),
+        { handedOffJob: job.id },
+        `a callback job handed off to this process failed; a worker runs it within ${HANDED_OFF_DUE_S} s`,
+      );
+    }
   }
 
   /** Delivers the callbacks these waits owe now (the rest are skipped); resolves once each is recorded or scheduled again. */
@@ -267,9 +303,9 @@ export class DeliveryEngine {
     return Promise.race([sent.then((answer) => ({ answer })), coarseDelay(HAND_OFF_MS).then(() => undefined)]);
   }
 
-  #inBackground(work: Promise<unknown>, context: Record<string, unknown>) {
+  #inBackground(work: Promise<unknown>, context: Record<string, unknown>, failed = "acting on an answer that came after its job let go failed; the job due after its limit sends it again") {
     const background = work
-      .catch((err: unknown) => this.#deps.log.warn({ err, ...context }, "acting on an answer that came after its job let go failed; the job due after its limit sends it again"))
+      .catch((err: unknown) => this.#deps.log.warn({ err, ...context }, failed))
       .finally(() => this.#background.delete(background));
     this.#background.add(background);
   }

@@ -71,3 +71,15 @@ export async function addJobs(tx: Queryable, specs: JobSpec[]): Promise<void> {
   // graphile/worker#580: under contention on one key add_jobs can leave a job out; retry the statement.
   if (Number(rows[0]?.n) !== specs.length) throw Object.assign(new Error("add_jobs returned fewer jobs"), { code: "40001" });
 }
+
+/**
+ * Completes jobs this process ran itself (CallbackHandOff): deleted, as graphile-worker's
+ * complete_jobs does, unless a worker has locked one meanwhile (it then runs it, and finds what
+ * this process settled already settled).
+ */
+export async function completeHandedOff(q: Queryable, jobIds: string[]): Promise<void> {
+  if (jobIds.length === 0) return;
+  await q.execute(sql`
+    delete from graphile_worker._private_jobs
+    where id = any(array(select json_array_elements_text(${JSON.stringify(jobIds)}::json)::bigint)) and locked_at is null`);
+}

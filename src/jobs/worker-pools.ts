@@ -53,6 +53,24 @@ export async function releaseEveryPool(q: Queryable): Promise<string[]> {
   return rows.map((r) => r.locked_by);
 }
 
+/**
+ * Makes due now the callback batch jobs that stood in for callbacks a process had in hand: those
+ * handed off to it by intake (db/functions/enqueue_callbacks.sql), and those queued at their
+ * endpoint when its job let go of them (src/delivery/delivery-engine.ts). Each was due later
+ * only in case that process died. Like releaseEveryPool, only for a process that owns its
+ * database, before its worker starts: the process before it died. Returns how many.
+ */
+export async function callbackBatchesDueNow(q: Queryable): Promise<number> {
+  const rows = await q.execute<{ n: number }>(sql`
+    with due as (
+      update graphile_worker._private_jobs j set run_at = now()
+      from graphile_worker._private_tasks t
+      where t.id = j.task_id and t.identifier = 'deliver_callback' and j.key is null and j.locked_at is null and j.run_at > now()
+      returning 1)
+    select count(*)::int as n from due`);
+  return rows[0]?.n ?? 0;
+}
+
 /** The sweep runs on a schedule of its own: one pending sweep job for all processes (one key). */
 export async function scheduleSweep(q: Queryable, inS: number, keepEarlier: boolean): Promise<void> {
   for (let attempt = 1; ; attempt++) {

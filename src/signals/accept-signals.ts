@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
 import type { Queryable } from "../db/client.ts";
+import type { CallbackJob } from "../jobs/callback-hand-off.ts";
 import type { NewSignal } from "./signals.queries.ts";
 
 /** One authenticated, validated signal for signalbox.accept_signals. */
@@ -25,6 +26,18 @@ export type IntakeItemAnswer =
  * given. One statement; the caller's transaction, or its own.
  */
 export async function acceptSignals(q: Queryable, items: IntakeItem[]): Promise<IntakeItemAnswer[]> {
+  return (await accept(q, items, null)).answers;
+}
+
+/**
+ * acceptSignals, with the callbacks of the waits it receives handed off: enqueued due `dueInS`
+ * from now, and returned for the caller to run once this has committed (CallbackHandOff).
+ */
+export function acceptSignalsHandingOff(q: Queryable, items: IntakeItem[], dueInS: number): Promise<{ answers: IntakeItemAnswer[]; callbackJobs: CallbackJob[] }> {
+  return accept(q, items, dueInS);
+}
+
+async function accept(q: Queryable, items: IntakeItem[], handOffS: number | null) {
   const json = JSON.stringify(
     items.map((s, i) => ({
       i,
@@ -39,20 +52,32 @@ export async function acceptSignals(q: Queryable, items: IntakeItem[]): Promise<
       start_url: s.startUrl ?? null,
     })),
   );
-  const rows = await q.execute<Row>(sql`select * from signalbox.accept_signals(${json}::json)`);
+  const rows = await q.execute<Row>(sql`select * from signalbox.accept_signals(${json}::json, ${handOffS}::double precision)`);
   const answers: IntakeItemAnswer[] = new Array(items.length);
-  for (const r of rows) answers[r.item] = toAnswer(r);
-  if (answers.some((a) => a === undefined) || rows.length !== items.length) throw new Error("accept_signals: missing answers");
-  return answers;
+  const jobs = new Map<string, string[]>();
+  let answered = 0;
+  for (const r of rows) {
+    if (r.answer === "callback_job") {
+      const id = String(r.answer_job);
+      jobs.set(id, [...(jobs.get(id) ?? []), r.answer_wait_id!]);
+      continue;
+    }
+    answers[r.item!] = toAnswer(r);
+    answered++;
+  }
+  if (answers.some((a) => a === undefined) || answered !== items.length) throw new Error("accept_signals: missing answers");
+  return { answers, callbackJobs: [...jobs].map(([id, waitIds]) => ({ id, waitIds })) };
 }
 
 type Row = Record<string, unknown> & {
-  item: number;
+  /** Null on a handed-off callback's row (answer "callback_job"). */
+  item: number | null;
   answer: string;
   answer_signal_id: string | null;
   answer_sequence: number | string | null;
   answer_wait_id: string | null;
   answer_run_id: string;
+  answer_job: number | string | null;
 };
 
 function toAnswer(r: Row): IntakeItemAnswer {

@@ -1,7 +1,8 @@
 import { pgCode, retryingRollbacks } from "../db/transaction.ts";
 import type { Db } from "../db/client.ts";
 import type { Metrics } from "../core/metrics.ts";
-import { acceptSignals, type IntakeItem, type IntakeItemAnswer } from "./accept-signals.ts";
+import type { CallbackHandOff } from "../jobs/callback-hand-off.ts";
+import { acceptSignals, acceptSignalsHandingOff, type IntakeItem, type IntakeItemAnswer } from "./accept-signals.ts";
 
 export type BatchItem = IntakeItem;
 export type BatchAnswer = IntakeItemAnswer;
@@ -40,14 +41,16 @@ export class IntakeBatcher {
   readonly #maxBatch: number;
   readonly #stallMs: number;
   readonly #metrics: Metrics | undefined;
+  readonly #handOff: CallbackHandOff | undefined;
   #queue: Queued[] = [];
   #inFlight = 0;
   #stall: NodeJS.Timeout | undefined;
   #stalled = false;
 
-  constructor(db: Db, opts: { slots?: number; maxBatch?: number; stallMs?: number; metrics?: Metrics } = {}) {
+  constructor(db: Db, opts: { slots?: number; maxBatch?: number; stallMs?: number; metrics?: Metrics; handOff?: CallbackHandOff } = {}) {
     this.#db = db;
     this.#metrics = opts.metrics;
+    this.#handOff = opts.handOff;
     this.#slots = opts.slots ?? 4;
     this.#maxBatch = opts.maxBatch ?? 64;
     this.#stallMs = opts.stallMs ?? STALL_MS;
@@ -112,9 +115,17 @@ export class IntakeBatcher {
     }
   }
 
-  /** One statement, one transaction; retried whole on a serialization failure or deadlock. */
-  #send(items: BatchItem[]): Promise<BatchAnswer[]> {
-    return retryingRollbacks(() => acceptSignals(this.#db, items));
+  /**
+   * One statement, one transaction; retried whole on a serialization failure or deadlock. The
+   * callbacks of the waits it received go to this process's delivery engine once it committed
+   * (handed off), while it has room for them; otherwise their jobs are due now, for the workers.
+   */
+  async #send(items: BatchItem[]): Promise<BatchAnswer[]> {
+    const handOff = this.#handOff?.hasRoom() ? this.#handOff : undefined;
+    if (!handOff) return retryingRollbacks(() => acceptSignals(this.#db, items));
+    const { answers, callbackJobs } = await retryingRollbacks(() => acceptSignalsHandingOff(this.#db, items, handOff.dueInS));
+    if (callbackJobs.length > 0) handOff.take(callbackJobs);
+    return answers;
   }
 }
 
@@ -136,8 +147,8 @@ const batchers = new WeakMap<Db, IntakeBatcher>();
  * The batcher of this database handle. Its batches use at most half the pool's connections,
  * leaving the rest to waits, reads and deliveries.
  */
-export function intakeBatcherFor(db: Db, poolSize: number, metrics?: Metrics): IntakeBatcher {
+export function intakeBatcherFor(db: Db, poolSize: number, metrics?: Metrics, handOff?: CallbackHandOff): IntakeBatcher {
   let b = batchers.get(db);
-  if (!b) batchers.set(db, (b = new IntakeBatcher(db, { metrics, slots: Math.max(1, Math.floor(poolSize / 2)) })));
+  if (!b) batchers.set(db, (b = new IntakeBatcher(db, { metrics, handOff, slots: Math.max(1, Math.floor(poolSize / 2)) })));
   return b;
 }

@@ -44,7 +44,7 @@ export class PayloadNotKeptError extends ServiceError {
   }
 }
 
-export type RedriveDeps = Pick<Deps, "db" | "secretBox" | "signalTypeCache"> & Partial<Pick<Deps, "config" | "metrics">>;
+export type RedriveDeps = Pick<Deps, "db" | "secretBox" | "signalTypeCache"> & Partial<Pick<Deps, "config" | "metrics" | "callbackHandOff">>;
 
 /**
  * Sends a dead letter's stored payload again to its run and signal name, through intake like any

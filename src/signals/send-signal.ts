@@ -54,7 +54,7 @@ const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
  * batcher (shared with signals arriving at the same moment); an approval link calls it in the
  * transaction that claims the link.
  */
-export async function sendSignal(deps: Pick<Deps, "db" | "secretBox" | "signalTypeCache"> & Partial<Pick<Deps, "config" | "metrics">>, input: SignalIntake): Promise<IntakeAnswer> {
+export async function sendSignal(deps: Pick<Deps, "db" | "secretBox" | "signalTypeCache"> & Partial<Pick<Deps, "config" | "metrics" | "callbackHandOff">>, input: SignalIntake): Promise<IntakeAnswer> {
   const type = await loadSignalType(deps, input.signal);
   if (!type) {
     // API.md: 404 for an unknown type. Only a management caller is authenticated, so only its
@@ -109,7 +109,7 @@ export async function sendSignal(deps: Pick<Deps, "db" | "secretBox" | "signalTy
 
   const item = { ...record, id: newId("sg"), bufferTtlS: type.bufferTtlS, startUrl: type.startUrl };
   if (input.claim === undefined && input.expectWaitId === undefined) {
-    return intakeAnswer(await intakeBatcherFor(deps.db, deps.config?.SIGNALBOX_DB_POOL_SIZE ?? 8, deps.metrics).accept(item), record);
+    return intakeAnswer(await intakeBatcherFor(deps.db, deps.config?.SIGNALBOX_DB_POOL_SIZE ?? 8, deps.metrics, deps.callbackHandOff).accept(item), record);
   }
   // Approval links: the link's claim and the signal commit together, or neither does.
   const { claim, expectWaitId } = input;

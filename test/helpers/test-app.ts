@@ -147,6 +147,7 @@ export async function startTestApp(opts: TestAppOptions = {}): Promise<TestApp> 
   const shutdown = new AbortController();
   const app = createApp({
     ...deps,
+    ...(worker ? { callbackHandOff: worker.deliveries } : {}),
     changes,
     shutdown: shutdown.signal,
     readiness: { database: () => pingDatabase(database.db), worker: () => worker?.healthy() ?? false },

@@ -1,0 +1,111 @@
+import postgres from "postgres";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startCallbackReceiver } from "../helpers/callback-receiver.ts";
+import { advanceClock } from "../helpers/clock.ts";
+import { declareType, intake, openWait } from "../helpers/http.ts";
+import { killServices, onDatabase, startService } from "../helpers/service-process.ts";
+import { createTestDatabase, startTestApp, type TestApp } from "../helpers/test-app.ts";
+import { waitFor } from "../helpers/wait-for.ts";
+
+// Intake hands the callbacks of the waits it receives to its own process's delivery engine
+// (CallbackHandOff, db/functions/enqueue_callbacks.sql): their jobs are enqueued in the intake
+// transaction, due 10 s later and with no NOTIFY, and the process that took the signals runs them
+// as soon as it commits, then completes them. A worker runs one only should that process not:
+// it died first, or its run failed.
+
+const closers: Array<() => Promise<void>> = [];
+afterAll(async () => {
+  killServices();
+  for (const close of closers.reverse()) await close();
+});
+
+const callbackJobs = (sql: postgres.Sql) =>
+  sql<Array<{ id: string; payload: string[]; due_in_s: number }>>`
+    select j.id::text, j.payload, extract(epoch from j.run_at - now())::float8 as due_in_s
+    from graphile_worker._private_jobs j join graphile_worker._private_tasks t on t.id = j.task_id
+    where t.identifier = 'deliver_callback' order by j.id`;
+
+describe("a signal's callback, handed off", () => {
+  let app: TestApp;
+  let receiver: Awaited<ReturnType<typeof startCallbackReceiver>>;
+  beforeAll(async () => {
+    app = await startTestApp();
+    receiver = await startCallbackReceiver();
+    closers.push(() => app.close(), () => receiver.close());
+    await declareType(app, "approval");
+  });
+
+  it("goes out from the process that took the signal: no NOTIFY wakes the workers, and its job is gone once it is delivered", async () => {
+    const wait = (await openWait(app, "hand-off-1", { signal: "approval", callback_url: receiver.url }, 201)).body;
+    const listener = postgres(app.databaseUrl, { max: 1, onnotice: () => {} });
+    closers.push(() => listener.end());
+    const wakeUps: string[] = [];
+    await listener.listen("jobs:insert", (payload) => wakeUps.push(payload));
+
+    expect((await intake(app, "hand-off-1", "approval", '{"ok":true}')).status).toBe(202);
+    const [callback] = await receiver.waitFor(1);
+    expect(callback!.json).toMatchObject({ type: "signal.received", wait: { id: wait.id, status: "received" } });
+    await waitFor("the handed-off job completed", () => callbackJobs(app.database.sql), { until: (jobs) => jobs.length === 0 });
+    await waitFor("the attempt recorded", async () => (await (await app.api(`/waits/${wait.id}/deliveries`)).json()) as { items: unknown[] }, {
+      until: (d) => d.items.length === 1,
+    });
+    expect(wakeUps).toEqual([]);
+  });
+
+  it("is run by a worker when its job comes due, should the process that took the signal never run it", async () => {
+    const wait = (await openWait(app, "hand-off-2", { signal: "approval", callback_url: receiver.url }, 201)).body;
+    const before = receiver.received.length;
+    // What intake sends, with the hand-off asked for and nobody taking the jobs it returns.
+    const item = { i: 0, id: "sg_handoff2aaaaaaaaaaaaaaaaaaaaaa", run_id: "hand-off-2", signal: "approval", payload: "{}", payload_hash: null, idempotency_key: null, buffer_ttl_s: 0 };
+    const rows = await app.database.sql`select * from signalbox.accept_signals(${JSON.stringify([item])}::json, 30)`;
+    const handedOff = rows.filter((r) => r.answer === "callback_job");
+    expect(rows.filter((r) => r.answer === "received")).toHaveLength(1);
+    expect(handedOff.map((r) => [r.item, r.answer_wait_id])).toEqual([[null, wait.id]]);
+    const [job] = await callbackJobs(app.database.sql);
+    expect(job).toMatchObject({ id: String(handedOff[0]!.answer_job), payload: [wait.id] });
+    expect(job!.due_in_s).toBeGreaterThan(25);
+
+    await new Promise((r) => setTimeout(r, 500));
+    expect(receiver.received.length).toBe(before); // not due: no worker takes it
+    await advanceClock(app, 30);
+    const callbacks = await receiver.waitFor(before + 1);
+    expect(callbacks.at(-1)!.json.wait.id).toBe(wait.id);
+    await waitFor("the job completed", () => callbackJobs(app.database.sql), { until: (jobs) => jobs.length === 0 });
+  });
+});
+
+describe("SIGKILL while a handed-off callback is in flight", () => {
+  it("the callback is sent again, with the same webhook-id, once its job comes due after the restart", async () => {
+    const db = await createTestDatabase();
+    const sql = postgres(db.url, { max: 1, onnotice: () => {} });
+    closers.push(() => db.drop(), () => sql.end());
+    // The first request is held: the process is killed while it waits for the answer.
+    let release!: () => void;
+    const held = new Promise<number>((resolve) => (release = () => resolve(204)));
+    const receiver = await startCallbackReceiver((n) => (n === 1 ? held : 204));
+    closers.push(() => receiver.close(), async () => release());
+
+    const first = await startService(onDatabase(db.url));
+    expect((await first.api("/signal-types/approval", { method: "PUT", json: { auth: { scheme: "none" } } })).status).toBe(201);
+    const wait = (await openWait(first, "killed-hand-off", { signal: "approval", callback_url: receiver.url }, 201)).body;
+    const sent = await fetch(`${first.baseUrl}/signals/killed-hand-off/approval`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" });
+    expect(sent.status).toBe(202);
+    const [inFlight] = await receiver.waitFor(1);
+    first.child.kill("SIGKILL");
+    expect(await first.exited).toBe("SIGKILL");
+
+    // The job the hand-off left in the intake transaction is still there, not due yet.
+    const [job] = await callbackJobs(sql);
+    expect(job).toMatchObject({ payload: [wait.id] });
+    expect(job!.due_in_s).toBeGreaterThan(0);
+
+    const second = await startService(onDatabase(db.url));
+    await advanceClock(sql, 10);
+    const callbacks = await receiver.waitFor(2, 15_000);
+    expect(callbacks[1]!.json.wait.id).toBe(wait.id);
+    expect(callbacks[1]!.headers["webhook-id"]).toBe(inFlight!.headers["webhook-id"]);
+    await waitFor("the job completed", () => callbackJobs(sql), { until: (jobs) => jobs.length === 0 });
+    second.child.kill("SIGTERM");
+    await second.exited;
+  });
+});
