@@ -104,10 +104,17 @@ $$;
 -- A single item (a callback sent alone) goes straight to record_delivery_attempt, which is
 -- cheaper for one (0.5 ms against 0.85; 100 items: 4.6 ms against 10.7 one by one); so does a
 -- call naming a wait twice (the engine never does), item by item, in order.
+--
+-- p_complete_jobs: callback jobs a process ran itself (handed off by intake) that these
+-- records settle, completed in the same transaction, as graphile-worker completes a job (unless
+-- a worker has locked one meanwhile): one commit for both (src/delivery/delivery-engine.ts).
+-- The parameter was added: dropped first, or a call with three arguments would match two.
+DROP FUNCTION IF EXISTS "signalbox"."record_delivery_attempts"(json, int, double precision);
 CREATE OR REPLACE FUNCTION "signalbox"."record_delivery_attempts"(
   p_items json,                    -- [{wait_id, attempts_before, verdict, status_code, error, duration_ms, callback_host, reply, sent_ms_ago, round_before}]
   p_max_attempts int,
-  p_backoff_s double precision)
+  p_backoff_s double precision,
+  p_complete_jobs bigint[] DEFAULT NULL)
 RETURNS TABLE (n int, outcome text, attempt int, round_attempt int) LANGUAGE plpgsql AS $$
 DECLARE
   r record;
@@ -118,6 +125,9 @@ DECLARE
   v_round_starts int[];
   v_settled text[];
 BEGIN
+  IF p_complete_jobs IS NOT NULL THEN
+    DELETE FROM graphile_worker._private_jobs j WHERE j.id = ANY (p_complete_jobs) AND j.locked_at IS NULL;
+  END IF;
   IF json_array_length(p_items) = 1 OR (SELECT count(*) <> count(DISTINCT e ->> 'wait_id') FROM json_array_elements(p_items) AS e) THEN
     FOR r IN
       SELECT t.*, k.n AS item FROM json_array_elements(p_items) WITH ORDINALITY AS k(e, n),

@@ -94,9 +94,13 @@ export interface Recorded {
 
 /**
  * Records attempts, in one statement; for each, undefined when the compare-and-set lost (this
- * attempt number was recorded by another send).
+ * attempt number was recorded by another send). An item's `completesJob` (a callback job this
+ * process ran itself, which the attempt settles) is completed in the same transaction.
  */
-export async function recordAttempts(deps: Pick<Deps, "db" | "config">, items: Array<{ owed: OwedCallback; attempt: AttemptResult }>): Promise<Array<Recorded | undefined>> {
+export async function recordAttempts(
+  deps: Pick<Deps, "db" | "config">,
+  items: Array<{ owed: OwedCallback; attempt: AttemptResult; completesJob?: string }>,
+): Promise<Array<Recorded | undefined>> {
   if (items.length === 0) return [];
   const json = JSON.stringify(
     items.map(({ owed, attempt }) => ({
@@ -113,10 +117,12 @@ export async function recordAttempts(deps: Pick<Deps, "db" | "config">, items: A
       reply: attempt.verdict === "delivered" ? (attempt.reply ?? null) : null,
     })),
   );
+  const jobs = items.flatMap((i) => (i.completesJob === undefined ? [] : [i.completesJob]));
+  const completes = jobs.length === 0 ? sql`null::bigint[]` : sql`array(select json_array_elements_text(${JSON.stringify(jobs)}::json)::bigint)`;
   const rows = await retryingRollbacks(() =>
     deps.db.execute<{ n: number; outcome: AttemptVerdict; attempt: number; round_attempt: number }>(sql`
       select n, outcome, attempt, round_attempt from signalbox.record_delivery_attempts(
-        ${json}::json, ${deps.config.SIGNALBOX_DELIVERY_MAX_ATTEMPTS}::int, ${deps.config.SIGNALBOX_DELIVERY_BACKOFF_S}::double precision)`),
+        ${json}::json, ${deps.config.SIGNALBOX_DELIVERY_MAX_ATTEMPTS}::int, ${deps.config.SIGNALBOX_DELIVERY_BACKOFF_S}::double precision, ${completes})`),
   );
   const out: Array<Recorded | undefined> = items.map(() => undefined);
   for (const r of rows) out[Number(r.n) - 1] = { outcome: r.outcome, attempt: Number(r.attempt), roundAttempt: Number(r.round_attempt) };

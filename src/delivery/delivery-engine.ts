@@ -90,7 +90,7 @@ const RECORDED_KEPT_MS = 5_000;
 const underwayKey = (owed: OwedCallback) => `${owed.roundBefore}/${owed.attemptsBefore}`;
 
 /** An attempt's answer (or refusal), to record. */
-type AttemptToRecord = { owed: OwedCallback; attempt: AttemptResult };
+type AttemptToRecord = { owed: OwedCallback; attempt: AttemptResult; completesJob?: string };
 
 /**
  * What one delivery job gathers while its callbacks go out: those owed again later (the jobs it
@@ -209,8 +209,10 @@ export class DeliveryEngine implements CallbackHandOff {
     for (const job of jobs) {
       this.#handedOff += job.waitIds.length;
       this.#inBackground(
-        this.deliver(job.waitIds)
-          .then(() => this.#completions.call([job.id]))
+        this.deliver(job.waitIds, undefined, job.id)
+          .then(async (completed) => {
+            if (!completed) await this.#completions.call([job.id]);
+          })
           .finally(() => (this.#handedOff -= job.waitIds.length)),
         { handedOffJob: job.id },
         `a callback job handed off to this process failed; a worker runs it within ${HANDED_OFF_DUE_S} s`,
@@ -218,8 +220,13 @@ export class DeliveryEngine implements CallbackHandOff {
     }
   }
 
-  /** Delivers the callbacks these waits owe now (the rest are skipped); resolves once each is recorded or scheduled again. */
-  async deliver(callbacks: Array<string | CallbackAtAttempt>, abort?: AbortSignal): Promise<void> {
+  /**
+   * Delivers the callbacks these waits owe now (the rest are skipped); resolves once each is
+   * recorded or scheduled again. `handedOffJob`, the job of callbacks this process runs itself
+   * (take), is completed with their records (one commit for both) when it has any: resolves true
+   * when it was.
+   */
+  async deliver(callbacks: Array<string | CallbackAtAttempt>, abort?: AbortSignal, handedOffJob?: string): Promise<boolean> {
     const atAttempt = new Map(callbacks.filter((c) => typeof c !== "string").map((c) => [c.id, c]));
     const ids = [...new Set(callbacks.map((c) => (typeof c === "string" ? c : c.id)))];
     const stillAt = (o: OwedCallback, at = atAttempt.get(o.waitId)) => !at || (at.attempts === o.attemptsBefore && at.round === o.roundBefore);
@@ -244,8 +251,11 @@ export class DeliveryEngine implements CallbackHandOff {
       // must not leave them unqueued while they are still under way here.
       await addJobs(this.#deps.db, deferredJobs(later));
       for (const l of later) this.#kept(l);
-      await this.#record(recordNow);
+      const completes = handedOffJob !== undefined && recordNow.length > 0;
+      if (completes) recordNow.at(-1)!.completesJob = handedOffJob;
+      await this.#record(recordNow, completes);
       recorded = true;
+      return completes;
     } finally {
       laterQueued();
       const recordedHere = new Set(recorded ? recordNow.map((r) => r.owed) : []);
@@ -458,14 +468,17 @@ export class DeliveryEngine implements CallbackHandOff {
   /**
    * Each attempt is its own caller of the shared record: they still go in one statement, and one
    * that cannot be recorded fails alone (the job runs again for it; the rest stay recorded).
+   * Attempts that complete their job (`together`: a job handed off) are one caller, recorded
+   * together or not at all, so that the job is completed only with all of them.
    */
-  async #record(items: AttemptToRecord[]) {
-    const recorded = await Promise.allSettled(items.map((item) => this.#records.call([item])));
-    items.forEach((item, i) => {
-      const r = recorded[i]!;
-      if (r.status === "fulfilled") reportRecorded(this.#deps, item.owed, item.attempt, r.value[0]);
+  async #record(items: AttemptToRecord[], together = false) {
+    const callers = together ? [items] : items.map((item) => [item]);
+    const recorded = await Promise.allSettled(callers.map((caller) => this.#records.call(caller)));
+    recorded.forEach((r, i) => {
+      if (r.status === "fulfilled") callers[i]!.forEach((item, k) => reportRecorded(this.#deps, item.owed, item.attempt, r.value[k]));
     });
     const failed = recorded.find((r) => r.status === "rejected");
     if (failed) throw failed.reason;
   }
+
 }

@@ -74,6 +74,49 @@ describe("a signal's callback, handed off", () => {
   });
 });
 
+describe("signalbox.record_delivery_attempts with jobs to complete", () => {
+  it("completes them in the record's transaction, unless a worker has locked one meanwhile", async () => {
+    const app = await startTestApp({ worker: false });
+    closers.push(() => app.close());
+    await declareType(app, "approval");
+    const sql = app.database.sql;
+    const jobsFor = async (run: string, lockedBy?: string) => {
+      const wait = (await openWait(app, run, { signal: "approval", callback_url: "http://engine.invalid/resume" }, 201)).body;
+      const item = { i: 0, id: `sg_${run.padEnd(26, "a").slice(0, 26)}`, run_id: run, signal: "approval", payload: "{}", payload_hash: null, idempotency_key: null, buffer_ttl_s: 0 };
+      const [job] = (await sql`select * from signalbox.accept_signals(${JSON.stringify([item])}::json, 30)`).filter((r) => r.answer === "callback_job");
+      if (lockedBy) await sql`update graphile_worker._private_jobs set locked_at = now(), locked_by = ${lockedBy} where id = ${job!.answer_job}`;
+      return { waitId: wait.id as string, jobId: String(job!.answer_job) };
+    };
+    const record = (waitId: string, jobIds: string[]) =>
+      sql`select n, outcome from signalbox.record_delivery_attempts(${JSON.stringify([{ wait_id: waitId, attempts_before: 0, round_before: 0, verdict: "delivered", status_code: 204, error: null, duration_ms: 3, callback_host: "engine.invalid" }])}::json, 5, 1, ${jobIds}::bigint[])`;
+    const exists = async (id: string) => (await sql`select 1 from graphile_worker._private_jobs where id = ${id}`).length === 1;
+
+    // A database no worker has run on yet has no deliver_callback task: the callbacks' jobs go
+    // through add_jobs, due now, and none is handed off.
+    await openWait(app, "complete-fresh", { signal: "approval", callback_url: "http://engine.invalid/resume" }, 201);
+    const fresh = { i: 0, id: "sg_completefreshaaaaaaaaaaaaa", run_id: "complete-fresh", signal: "approval", payload: "{}", payload_hash: null, idempotency_key: null, buffer_ttl_s: 0 };
+    const answers = await sql`select * from signalbox.accept_signals(${JSON.stringify([fresh])}::json, 30)`;
+    expect(answers.map((r) => r.answer)).toEqual(["received"]);
+    expect((await callbackJobs(sql)).map((j) => j.due_in_s < 1)).toEqual([true]);
+    await sql`delete from graphile_worker._private_jobs`;
+
+    const rolledBack = await jobsFor("complete-rolled-back");
+    await sql.begin(async (tx) => {
+      await tx`select count(*) from signalbox.record_delivery_attempts(${JSON.stringify([{ wait_id: rolledBack.waitId, attempts_before: 0, round_before: 0, verdict: "delivered", status_code: 204, error: null, duration_ms: 3, callback_host: "engine.invalid" }])}::json, 5, 1, ${[rolledBack.jobId]}::bigint[])`;
+      await tx`select 1/0`;
+    }).catch(() => {});
+    expect(await exists(rolledBack.jobId)).toBe(true);
+
+    const done = await jobsFor("complete-done");
+    expect((await record(done.waitId, [done.jobId])).map((r) => r.outcome)).toEqual(["delivered"]);
+    expect(await exists(done.jobId)).toBe(false);
+
+    const taken = await jobsFor("complete-taken", "a-worker");
+    await record(taken.waitId, [taken.jobId]);
+    expect(await exists(taken.jobId)).toBe(true);
+  });
+});
+
 describe("SIGKILL while a handed-off callback is in flight", () => {
   it("the callback is sent again, with the same webhook-id, once its job comes due after the restart", async () => {
     const db = await createTestDatabase();
