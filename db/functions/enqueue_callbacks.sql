@@ -34,14 +34,20 @@ BEGIN
         FROM signalbox.callback_batches(p_wait_ids) b));
     RETURN;
   END IF;
+  -- Each wait named at its first attempt ({id, attempts 0, round 0}: a wait resolving now has
+  -- had none), as the delivery engine names those it lets go of: a worker that runs the job
+  -- after its process recorded an attempt (that process was slow, or died before completing
+  -- it) skips that wait, whose next attempt has a job of its own, rather than send it early.
   RETURN QUERY
     WITH jobs AS (
       INSERT INTO graphile_worker._private_jobs (task_id, payload, run_at, max_attempts)
-        SELECT v_task, b.payload, now() + p_hand_off_s * interval '1 second', signalbox.job_max_attempts()
+        SELECT v_task,
+            (SELECT json_agg(json_build_object('id', w.id, 'attempts', 0, 'round', 0)) FROM json_array_elements_text(b.payload) AS w(id)),
+            now() + p_hand_off_s * interval '1 second', signalbox.job_max_attempts()
           FROM signalbox.callback_batches(p_wait_ids) b
         RETURNING id, payload
     )
-    SELECT j.id, w.id FROM jobs j, json_array_elements_text(j.payload) AS w(id);
+    SELECT j.id, w.item ->> 'id' FROM jobs j, json_array_elements(j.payload) AS w(item);
 END;
 $$;
 
@@ -53,4 +59,12 @@ RETURNS TABLE (payload json) LANGUAGE sql IMMUTABLE AS $$
     FROM unnest(p_wait_ids) WITH ORDINALITY AS t(id, n)
     GROUP BY (t.n - 1) / 100
     ORDER BY (t.n - 1) / 100;
+$$;
+
+-- Completes callback jobs a process ran itself (handed off), as graphile-worker completes a
+-- job: deleted, unless a worker has locked one meanwhile (it then runs it). Called by
+-- record_delivery_attempts in the transaction of their record, or alone (src/jobs/enqueue.ts).
+CREATE OR REPLACE FUNCTION "signalbox"."complete_handed_off"(p_job_ids bigint[])
+RETURNS void LANGUAGE sql AS $$
+  DELETE FROM graphile_worker._private_jobs j WHERE j.id = ANY (p_job_ids) AND j.locked_at IS NULL;
 $$;

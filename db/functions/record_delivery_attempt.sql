@@ -106,8 +106,8 @@ $$;
 -- call naming a wait twice (the engine never does), item by item, in order.
 --
 -- p_complete_jobs: callback jobs a process ran itself (handed off by intake) that these
--- records settle, completed in the same transaction, as graphile-worker completes a job (unless
--- a worker has locked one meanwhile): one commit for both (src/delivery/delivery-engine.ts).
+-- records settle, completed in the same transaction (signalbox.complete_handed_off): one commit
+-- for both (src/delivery/delivery-engine.ts).
 -- The parameter was added: dropped first, or a call with three arguments would match two.
 DROP FUNCTION IF EXISTS "signalbox"."record_delivery_attempts"(json, int, double precision);
 CREATE OR REPLACE FUNCTION "signalbox"."record_delivery_attempts"(
@@ -126,7 +126,7 @@ DECLARE
   v_settled text[];
 BEGIN
   IF p_complete_jobs IS NOT NULL THEN
-    DELETE FROM graphile_worker._private_jobs j WHERE j.id = ANY (p_complete_jobs) AND j.locked_at IS NULL;
+    PERFORM signalbox.complete_handed_off(p_complete_jobs);
   END IF;
   IF json_array_length(p_items) = 1 OR (SELECT count(*) <> count(DISTINCT e ->> 'wait_id') FROM json_array_elements(p_items) AS e) THEN
     FOR r IN

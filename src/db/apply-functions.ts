@@ -24,20 +24,25 @@ export async function readFunctionSources(dir: string): Promise<FunctionSource[]
 /**
  * Brings the database's SQL functions to what db/functions holds. Functions are source, not
  * history: a migration that once created one is never edited, and a database migrated at any
- * earlier commit gets today's body here. A file is applied (in its own transaction) only when
- * its digest differs from the one recorded, so a restart replaces nothing and running
- * processes keep their cached plans. The caller holds the migration lock.
+ * earlier commit gets today's body here. A file is applied only when its digest differs from
+ * the one recorded, so a restart replaces nothing and running processes keep their cached
+ * plans. The changed files go in one transaction: a function and the one it calls change
+ * together (accept_signals calling resolve_waits with a new argument), so processes still
+ * running see the old set or the new, never a caller without its callee. The caller holds the
+ * migration lock.
  */
 export async function applyFunctions(client: postgres.Sql, sources: FunctionSource[]): Promise<string[]> {
   const rows = await client<{ file: string; sha256: string }[]>`select file, sha256 from signalbox.function_sources`;
   const applied = new Map(rows.map((r) => [r.file, r.sha256]));
   const changed = sources.filter((s) => applied.get(s.file) !== s.sha256);
-  for (const source of changed) {
+  if (changed.length > 0) {
     await client.begin(async (tx) => {
-      await tx.unsafe(source.text); // simple protocol: a file may hold several statements
-      await tx`
-        insert into signalbox.function_sources (file, sha256) values (${source.file}, ${source.sha256})
-        on conflict (file) do update set sha256 = excluded.sha256, applied_at = now()`;
+      for (const source of changed) {
+        await tx.unsafe(source.text); // simple protocol: a file may hold several statements
+        await tx`
+          insert into signalbox.function_sources (file, sha256) values (${source.file}, ${source.sha256})
+          on conflict (file) do update set sha256 = excluded.sha256, applied_at = now()`;
+      }
     });
   }
   // A file removed from db/functions (its functions are dropped by the file that replaced them)

@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import { retryingRollbacks } from "../db/transaction.ts";
 import type { Deps } from "../deps.ts";
+import { jobIdArray } from "../jobs/enqueue.ts";
 import { eventId } from "../events/events.queries.ts";
 import { toWaitResource, type WaitRow } from "../waits/wait-view.ts";
 import { findWaitWithEvent } from "../waits/waits.queries.ts";
@@ -118,7 +119,7 @@ export async function recordAttempts(
     })),
   );
   const jobs = items.flatMap((i) => (i.completesJob === undefined ? [] : [i.completesJob]));
-  const completes = jobs.length === 0 ? sql`null::bigint[]` : sql`array(select json_array_elements_text(${JSON.stringify(jobs)}::json)::bigint)`;
+  const completes = jobs.length === 0 ? sql`null::bigint[]` : jobIdArray(jobs);
   const rows = await retryingRollbacks(() =>
     deps.db.execute<{ n: number; outcome: AttemptVerdict; attempt: number; round_attempt: number }>(sql`
       select n, outcome, attempt, round_attempt from signalbox.record_delivery_attempts(

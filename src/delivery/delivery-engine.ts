@@ -14,7 +14,7 @@ import { ATTEMPT_TIMEOUT_MS, postSigned, type AttemptResult } from "./post-signe
  * backlogged endpoint so holds no job slot beyond this, and the callbacks and timeouts behind it
  * go on.
  */
-const HAND_OFF_MS = 1_000;
+const LET_GO_AFTER_MS = 1_000;
 
 /**
  * How long a callback let go of while it waits its turn at its endpoint may go on waiting: past
@@ -80,7 +80,10 @@ function batchJobs(items: Later[], inS: number): JobSpec[] {
  * running it itself: should this process die first, its callbacks go this much later.
  */
 const HANDED_OFF_DUE_S = 10;
-/** Callbacks handed off and not yet done, at most: past it, intake leaves its callbacks' jobs to the workers. */
+/**
+ * Callbacks handed off whose job has not settled them yet (recorded, or let go of to a job of
+ * their own), at most: past it, intake leaves its callbacks' jobs to the workers.
+ */
 const HAND_OFF_ROOM = 2_000;
 
 /** How long an attempt recorded here is still taken as under way (#settled). */
@@ -153,7 +156,7 @@ export class DeliveryEngine implements CallbackHandOff {
   readonly dueInS = HANDED_OFF_DUE_S;
   readonly #deps: DeliveryDeps;
   readonly gate: EndpointGate;
-  /** Requests handed off (still in flight after HAND_OFF_MS): aborted when the worker stops. */
+  /** Requests let go of (still in flight after LET_GO_AFTER_MS): aborted when the worker stops. */
   readonly #background = new Set<Promise<unknown>>();
   readonly #stopped = new AbortController();
   /**
@@ -209,7 +212,11 @@ export class DeliveryEngine implements CallbackHandOff {
     for (const job of jobs) {
       this.#handedOff += job.waitIds.length;
       this.#inBackground(
-        this.deliver(job.waitIds, undefined, job.id)
+        this.deliver(
+          job.waitIds.map((id) => ({ id, attempts: 0, round: 0 })), // as the job names them (enqueue_callbacks.sql)
+          undefined,
+          job.id,
+        )
           .then(async (completed) => {
             if (!completed) await this.#completions.call([job.id]);
           })
@@ -224,7 +231,7 @@ export class DeliveryEngine implements CallbackHandOff {
    * Delivers the callbacks these waits owe now (the rest are skipped); resolves once each is
    * recorded or scheduled again. `handedOffJob`, the job of callbacks this process runs itself
    * (take), is completed with their records (one commit for both) when it has any: resolves true
-   * when it was.
+   * when it was (#record).
    */
   async deliver(callbacks: Array<string | CallbackAtAttempt>, abort?: AbortSignal, handedOffJob?: string): Promise<boolean> {
     const atAttempt = new Map(callbacks.filter((c) => typeof c !== "string").map((c) => [c.id, c]));
@@ -251,11 +258,9 @@ export class DeliveryEngine implements CallbackHandOff {
       // must not leave them unqueued while they are still under way here.
       await addJobs(this.#deps.db, deferredJobs(later));
       for (const l of later) this.#kept(l);
-      const completes = handedOffJob !== undefined && recordNow.length > 0;
-      if (completes) recordNow.at(-1)!.completesJob = handedOffJob;
-      await this.#record(recordNow, completes);
+      const completed = await this.#record(recordNow, handedOffJob);
       recorded = true;
-      return completes;
+      return completed;
     } finally {
       laterQueued();
       const recordedHere = new Set(recorded ? recordNow.map((r) => r.owed) : []);
@@ -266,7 +271,7 @@ export class DeliveryEngine implements CallbackHandOff {
   /**
    * One request through the gate, as callbacks go: an endpoint backed off or stuck turns it away
    * (a job like the running one, same key, is due when the backoff ends or a little later), and a
-   * request unanswered after HAND_OFF_MS is let go of (a job due after its limit keeps it owed;
+   * request unanswered after LET_GO_AFTER_MS is let go of (a job due after its limit keeps it owed;
    * the answer, when it comes, is settled in the background). Resolves "settled" once the answer
    * was acted on in this job, "deferred" otherwise. Nothing holds a job slot for the limit.
    */
@@ -308,9 +313,9 @@ export class DeliveryEngine implements CallbackHandOff {
     return "deferred";
   }
 
-  /** The answer if it comes within HAND_OFF_MS (a timer shared with the requests sent about the same time). */
+  /** The answer if it comes within LET_GO_AFTER_MS (a timer shared with the requests sent about the same time). */
   async #firstOrNothing<T>(sent: Promise<T>): Promise<{ answer: T } | undefined> {
-    return Promise.race([sent.then((answer) => ({ answer })), coarseDelay(HAND_OFF_MS).then(() => undefined)]);
+    return Promise.race([sent.then((answer) => ({ answer })), coarseDelay(LET_GO_AFTER_MS).then(() => undefined)]);
   }
 
   #inBackground(work: Promise<unknown>, context: Record<string, unknown>, failed = "acting on an answer that came after its job let go failed; the job due after its limit sends it again") {
@@ -320,7 +325,7 @@ export class DeliveryEngine implements CallbackHandOff {
     this.#background.add(background);
   }
 
-  /** Stops the requests handed off: the jobs that keep their deliveries owed send them again. */
+  /** Stops the requests let go of: the jobs that keep their deliveries owed send them again. */
   async stop(): Promise<void> {
     this.gate.close();
     this.#stopped.abort();
@@ -468,17 +473,29 @@ export class DeliveryEngine implements CallbackHandOff {
   /**
    * Each attempt is its own caller of the shared record: they still go in one statement, and one
    * that cannot be recorded fails alone (the job runs again for it; the rest stay recorded).
-   * Attempts that complete their job (`together`: a job handed off) are one caller, recorded
-   * together or not at all, so that the job is completed only with all of them.
+   * Those of a job handed off (`completing`) go first as one caller that completes the job too,
+   * recorded with it or not at all; should that fail, each is recorded alone and the job is
+   * left (completed alone once all are; otherwise a worker runs it, and skips those recorded).
+   * Resolves whether the job was completed with them.
    */
-  async #record(items: AttemptToRecord[], together = false) {
-    const callers = together ? [items] : items.map((item) => [item]);
-    const recorded = await Promise.allSettled(callers.map((caller) => this.#records.call(caller)));
-    recorded.forEach((r, i) => {
-      if (r.status === "fulfilled") callers[i]!.forEach((item, k) => reportRecorded(this.#deps, item.owed, item.attempt, r.value[k]));
+  async #record(items: AttemptToRecord[], completing?: string): Promise<boolean> {
+    if (completing !== undefined && items.length > 0) {
+      const together = items.map((item, i) => (i === items.length - 1 ? { ...item, completesJob: completing } : item));
+      const recorded = await this.#records.call(together).catch(() => undefined);
+      if (recorded) {
+        items.forEach((item, i) => reportRecorded(this.#deps, item.owed, item.attempt, recorded[i]));
+        return true;
+      }
+    }
+    const recorded = await Promise.allSettled(items.map((item) => this.#records.call([item])));
+    items.forEach((item, i) => {
+      const r = recorded[i]!;
+      if (r.status === "fulfilled") reportRecorded(this.#deps, item.owed, item.attempt, r.value[0]);
     });
     const failed = recorded.find((r) => r.status === "rejected");
     if (failed) throw failed.reason;
+    return false;
   }
+
 
 }

@@ -72,21 +72,20 @@ export async function addJobs(tx: Queryable, specs: JobSpec[]): Promise<void> {
   if (Number(rows[0]?.n) !== specs.length) throw Object.assign(new Error("add_jobs returned fewer jobs"), { code: "40001" });
 }
 
+/** Job ids (bigint) as one SQL array parameter, whatever their number. */
+export const jobIdArray = (ids: string[]): SQL => sql`array(select json_array_elements_text(${JSON.stringify(ids)}::json)::bigint)`;
+
 /**
- * Completes jobs this process ran itself (CallbackHandOff): deleted, as graphile-worker's
- * complete_jobs does, unless a worker has locked one meanwhile (it then runs it, and finds what
- * this process settled already settled). Committed without waiting for the WAL to reach disk
- * (synchronous_commit off, for this transaction only): a completion lost in a crash only lets
- * the job run again, and it then finds its callbacks recorded already; a flush of its own was
- * most of what it cost.
+ * Completes callback jobs this process ran itself (CallbackHandOff) that left nothing to record
+ * (signalbox.complete_handed_off: deleted unless a worker has locked one meanwhile); those that
+ * did are completed with their record (recordAttempts). Committed without waiting for the WAL
+ * to reach disk (synchronous_commit off, for this transaction only): a completion lost in a
+ * crash only lets the job run again, and it finds its callbacks settled (let go of to jobs of
+ * their own, or no longer owed); a flush of its own was most of what it cost.
  */
 export async function completeHandedOff(q: Queryable, jobIds: string[]): Promise<void> {
   if (jobIds.length === 0) return;
   await q.execute(sql`
-    with unflushed as (select set_config('synchronous_commit', 'off', true)),
-      completed as (
-        delete from graphile_worker._private_jobs
-        where id = any(array(select json_array_elements_text(${JSON.stringify(jobIds)}::json)::bigint)) and locked_at is null
-        returning 1)
-    select (select count(*) from unflushed) as unflushed, (select count(*) from completed) as completed`);
+    with unflushed as (select set_config('synchronous_commit', 'off', true))
+    select (select count(*) from unflushed) as unflushed, signalbox.complete_handed_off(${jobIdArray(jobIds)}) as completed`);
 }

@@ -58,7 +58,10 @@ export async function releaseEveryPool(q: Queryable): Promise<string[]> {
  * handed off to it by intake (db/functions/enqueue_callbacks.sql), and those queued at their
  * endpoint when its job let go of them (src/delivery/delivery-engine.ts). Each was due later
  * only in case that process died. Like releaseEveryPool, only for a process that owns its
- * database, before its worker starts: the process before it died. Returns how many.
+ * database, before its worker starts: the process before it died. The other keyless batches
+ * come due now too (those turned away by a busy or backed-off endpoint, or waiting out
+ * graphile-worker's backoff after a failed run): the endpoint gate that held them back died with
+ * that process. Returns how many.
  */
 export async function callbackBatchesDueNow(q: Queryable): Promise<number> {
   const rows = await q.execute<{ n: number }>(sql`

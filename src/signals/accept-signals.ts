@@ -53,20 +53,17 @@ async function accept(q: Queryable, items: IntakeItem[], handOffS: number | null
     })),
   );
   const rows = await q.execute<Row>(sql`select * from signalbox.accept_signals(${json}::json, ${handOffS}::double precision)`);
-  const answers: IntakeItemAnswer[] = new Array(items.length);
+  const answers: Array<IntakeItemAnswer | undefined> = items.map(() => undefined);
   const jobs = new Map<string, string[]>();
-  let answered = 0;
   for (const r of rows) {
-    if (r.answer === "callback_job") {
-      const id = String(r.answer_job);
-      jobs.set(id, [...(jobs.get(id) ?? []), r.answer_wait_id!]);
-      continue;
-    }
-    answers[r.item!] = toAnswer(r);
-    answered++;
+    if (r.answer !== "callback_job") answers[r.item!] = toAnswer(r);
+    else if (jobs.has(String(r.answer_job))) jobs.get(String(r.answer_job))!.push(r.answer_wait_id!);
+    else jobs.set(String(r.answer_job), [r.answer_wait_id!]);
   }
-  if (answers.some((a) => a === undefined) || answered !== items.length) throw new Error("accept_signals: missing answers");
-  return { answers, callbackJobs: [...jobs].map(([id, waitIds]) => ({ id, waitIds })) };
+  if (answers.some((a) => a === undefined) || rows.length !== items.length + [...jobs.values()].reduce((n, w) => n + w.length, 0)) {
+    throw new Error("accept_signals: missing answers");
+  }
+  return { answers: answers as IntakeItemAnswer[], callbackJobs: [...jobs].map(([id, waitIds]) => ({ id, waitIds })) };
 }
 
 type Row = Record<string, unknown> & {
@@ -76,7 +73,8 @@ type Row = Record<string, unknown> & {
   answer_signal_id: string | null;
   answer_sequence: number | string | null;
   answer_wait_id: string | null;
-  answer_run_id: string;
+  /** Null on a handed-off callback's row (as answer_job is on an item's). */
+  answer_run_id: string | null;
   answer_job: number | string | null;
 };
 
@@ -86,11 +84,11 @@ function toAnswer(r: Row): IntakeItemAnswer {
     case "buffered":
     case "started":
     case "duplicate":
-      return { outcome: r.answer, signalId: r.answer_signal_id!, sequence: Number(r.answer_sequence), waitId: r.answer_wait_id, runId: r.answer_run_id };
+      return { outcome: r.answer, signalId: r.answer_signal_id!, sequence: Number(r.answer_sequence), waitId: r.answer_wait_id, runId: r.answer_run_id! };
     case "rejected_idempotency_conflict":
     case "rejected_not_active":
     case "rejected_not_waiting":
-      return { outcome: r.answer, signalId: r.answer_signal_id!, runId: r.answer_run_id };
+      return { outcome: r.answer, signalId: r.answer_signal_id!, runId: r.answer_run_id! };
     default:
       throw new Error(`accept_signals: unknown answer ${r.answer}`);
   }

@@ -19,8 +19,22 @@ afterAll(async () => {
   for (const close of closers.reverse()) await close();
 });
 
+/** What intake gives accept_signals for a signal to `run` (an approval, no idempotency key). */
+const intakeItem = (run: string) => ({
+  i: 0,
+  id: `sg_${run.replace(/[^a-z0-9]/g, "").padEnd(26, "a").slice(0, 26)}`,
+  run_id: run,
+  signal: "approval",
+  payload: "{}",
+  payload_hash: null,
+  idempotency_key: null,
+  buffer_ttl_s: 0,
+});
+/** A first attempt that was delivered, as the delivery engine records it. */
+const deliveredAttempt = (waitId: string) => ({ wait_id: waitId, attempts_before: 0, round_before: 0, verdict: "delivered", status_code: 204, error: null, duration_ms: 3, callback_host: "engine.invalid" });
+
 const callbackJobs = (sql: postgres.Sql) =>
-  sql<Array<{ id: string; payload: string[]; due_in_s: number }>>`
+  sql<Array<{ id: string; payload: unknown[]; due_in_s: number }>>`
     select j.id::text, j.payload, extract(epoch from j.run_at - now())::float8 as due_in_s
     from graphile_worker._private_jobs j join graphile_worker._private_tasks t on t.id = j.task_id
     where t.identifier = 'deliver_callback' order by j.id`;
@@ -56,13 +70,12 @@ describe("a signal's callback, handed off", () => {
     const wait = (await openWait(app, "hand-off-2", { signal: "approval", callback_url: receiver.url }, 201)).body;
     const before = receiver.received.length;
     // What intake sends, with the hand-off asked for and nobody taking the jobs it returns.
-    const item = { i: 0, id: "sg_handoff2aaaaaaaaaaaaaaaaaaaaaa", run_id: "hand-off-2", signal: "approval", payload: "{}", payload_hash: null, idempotency_key: null, buffer_ttl_s: 0 };
-    const rows = await app.database.sql`select * from signalbox.accept_signals(${JSON.stringify([item])}::json, 30)`;
+    const rows = await app.database.sql`select * from signalbox.accept_signals(${JSON.stringify([intakeItem("hand-off-2")])}::json, 30)`;
     const handedOff = rows.filter((r) => r.answer === "callback_job");
     expect(rows.filter((r) => r.answer === "received")).toHaveLength(1);
     expect(handedOff.map((r) => [r.item, r.answer_wait_id])).toEqual([[null, wait.id]]);
     const [job] = await callbackJobs(app.database.sql);
-    expect(job).toMatchObject({ id: String(handedOff[0]!.answer_job), payload: [wait.id] });
+    expect(job).toMatchObject({ id: String(handedOff[0]!.answer_job), payload: [{ id: wait.id, attempts: 0, round: 0 }] });
     expect(job!.due_in_s).toBeGreaterThan(25);
 
     await new Promise((r) => setTimeout(r, 500));
@@ -82,37 +95,35 @@ describe("signalbox.record_delivery_attempts with jobs to complete", () => {
     const sql = app.database.sql;
     const jobsFor = async (run: string, lockedBy?: string) => {
       const wait = (await openWait(app, run, { signal: "approval", callback_url: "http://engine.invalid/resume" }, 201)).body;
-      const item = { i: 0, id: `sg_${run.padEnd(26, "a").slice(0, 26)}`, run_id: run, signal: "approval", payload: "{}", payload_hash: null, idempotency_key: null, buffer_ttl_s: 0 };
-      const [job] = (await sql`select * from signalbox.accept_signals(${JSON.stringify([item])}::json, 30)`).filter((r) => r.answer === "callback_job");
+      const [job] = (await sql`select * from signalbox.accept_signals(${JSON.stringify([intakeItem(run)])}::json, 30)`).filter((r) => r.answer === "callback_job");
       if (lockedBy) await sql`update graphile_worker._private_jobs set locked_at = now(), locked_by = ${lockedBy} where id = ${job!.answer_job}`;
       return { waitId: wait.id as string, jobId: String(job!.answer_job) };
     };
-    const record = (waitId: string, jobIds: string[]) =>
-      sql`select n, outcome from signalbox.record_delivery_attempts(${JSON.stringify([{ wait_id: waitId, attempts_before: 0, round_before: 0, verdict: "delivered", status_code: 204, error: null, duration_ms: 3, callback_host: "engine.invalid" }])}::json, 5, 1, ${jobIds}::bigint[])`;
+    const record = (q: postgres.Sql | postgres.TransactionSql, waitId: string, jobIds: string[]) =>
+      q`select n, outcome from signalbox.record_delivery_attempts(${JSON.stringify([deliveredAttempt(waitId)])}::json, 5, 1, ${jobIds}::bigint[])`;
     const exists = async (id: string) => (await sql`select 1 from graphile_worker._private_jobs where id = ${id}`).length === 1;
 
     // A database no worker has run on yet has no deliver_callback task: the callbacks' jobs go
     // through add_jobs, due now, and none is handed off.
     await openWait(app, "complete-fresh", { signal: "approval", callback_url: "http://engine.invalid/resume" }, 201);
-    const fresh = { i: 0, id: "sg_completefreshaaaaaaaaaaaaa", run_id: "complete-fresh", signal: "approval", payload: "{}", payload_hash: null, idempotency_key: null, buffer_ttl_s: 0 };
-    const answers = await sql`select * from signalbox.accept_signals(${JSON.stringify([fresh])}::json, 30)`;
+    const answers = await sql`select * from signalbox.accept_signals(${JSON.stringify([intakeItem("complete-fresh")])}::json, 30)`;
     expect(answers.map((r) => r.answer)).toEqual(["received"]);
     expect((await callbackJobs(sql)).map((j) => j.due_in_s < 1)).toEqual([true]);
     await sql`delete from graphile_worker._private_jobs`;
 
     const rolledBack = await jobsFor("complete-rolled-back");
     await sql.begin(async (tx) => {
-      await tx`select count(*) from signalbox.record_delivery_attempts(${JSON.stringify([{ wait_id: rolledBack.waitId, attempts_before: 0, round_before: 0, verdict: "delivered", status_code: 204, error: null, duration_ms: 3, callback_host: "engine.invalid" }])}::json, 5, 1, ${[rolledBack.jobId]}::bigint[])`;
+      await record(tx, rolledBack.waitId, [rolledBack.jobId]);
       await tx`select 1/0`;
     }).catch(() => {});
     expect(await exists(rolledBack.jobId)).toBe(true);
 
     const done = await jobsFor("complete-done");
-    expect((await record(done.waitId, [done.jobId])).map((r) => r.outcome)).toEqual(["delivered"]);
+    expect((await record(sql, done.waitId, [done.jobId])).map((r) => r.outcome)).toEqual(["delivered"]);
     expect(await exists(done.jobId)).toBe(false);
 
     const taken = await jobsFor("complete-taken", "a-worker");
-    await record(taken.waitId, [taken.jobId]);
+    await record(sql, taken.waitId, [taken.jobId]);
     expect(await exists(taken.jobId)).toBe(true);
   });
 });
@@ -139,7 +150,7 @@ describe("SIGKILL while a handed-off callback is in flight", () => {
 
     // The job the hand-off left in the intake transaction is still there, not due yet.
     const [job] = await callbackJobs(sql);
-    expect(job).toMatchObject({ payload: [wait.id] });
+    expect(job).toMatchObject({ payload: [{ id: wait.id, attempts: 0, round: 0 }] });
     expect(job!.due_in_s).toBeGreaterThan(0);
 
     const second = await startService(onDatabase(db.url));

@@ -121,12 +121,12 @@ describe("redeliver while an earlier attempt is in flight", () => {
   });
 });
 
-// A callback handed off (unanswered after HAND_OFF_MS) whose answer, a 503, comes while its batch
+// A callback let go of (unanswered after LET_GO_AFTER_MS) whose answer, a 503, comes while its batch
 // job is still busy with another callback. The background record queues the retry at the wait's
 // backoff (5 s here); the batch job then added "the job due after the limit" under the same
 // key, replacing that retry: attempt 2 went ~12 s later. The background record now waits for that
 // job to be queued.
-describe("a handed-off callback answered with a retryable status while its batch is still running", () => {
+describe("a callback let go of, answered with a retryable status while its batch is still running", () => {
   it("is retried after the wait's backoff, not after the attempt's time limit", async () => {
     const late503 = await startCallbackReceiver(() => new Promise((r) => setTimeout(() => r(503), 1_150)));
     const slowOk = await startCallbackReceiver((n) => new Promise((r) => setTimeout(() => r(204), n === 1 ? 800 : 900)));
