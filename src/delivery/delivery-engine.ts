@@ -175,7 +175,7 @@ export class DeliveryEngine implements CallbackHandOff {
   readonly #records: GroupCall<AttemptToRecord, Recorded | undefined>;
   /** Completions of the jobs handed off, shared as the records are. */
   readonly #completions: GroupCall<string, undefined>;
-  /** Callbacks handed off (take) and not yet done. */
+  /** Callbacks handed off (take) whose job has not settled them yet (HAND_OFF_ROOM). */
   #handedOff = 0;
 
   constructor(deps: DeliveryDeps, opts: DeliveryEngineOptions) {
