@@ -12,7 +12,9 @@ import { startTestApp, type TestApp } from "../helpers/test-app.ts";
 let app: TestApp;
 let engine: Awaited<ReturnType<typeof startCallbackReceiver>>;
 beforeAll(async () => {
-  app = await startTestApp({ env: { SIGNALBOX_SENSOR_TIMEOUT_MS: "300" } });
+  // A hanging sensor times out within the test; long enough that a 2 MB body is still read (and
+  // refused as too large) on a loaded machine: at 300 ms CI once saw it time out instead.
+  app = await startTestApp({ env: { SIGNALBOX_SENSOR_TIMEOUT_MS: "1500" } });
   engine = await startCallbackReceiver();
   for (const name of ["approval", "payment", "shipment"]) {
     await app.api(`/signal-types/${name}`, { method: "PUT", json: { auth: { scheme: "none" }, buffer_ttl_s: 60 } });

@@ -1,5 +1,9 @@
 import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { newId } from "../../src/core/ids.ts";
+import { DeliveryEngine } from "../../src/delivery/delivery-engine.ts";
+import type { IntakeItem } from "../../src/signals/accept-signals.ts";
+import { IntakeBatcher } from "../../src/signals/intake-batcher.ts";
 import { startCallbackReceiver } from "../helpers/callback-receiver.ts";
 import { advanceClock } from "../helpers/clock.ts";
 import { declareType, intake, openWait } from "../helpers/http.ts";
@@ -49,21 +53,40 @@ describe("a signal's callback, handed off", () => {
     await declareType(app, "approval");
   });
 
-  it("goes out from the process that took the signal: no NOTIFY wakes the workers, and its job is gone once it is delivered", async () => {
-    const wait = (await openWait(app, "hand-off-1", { signal: "approval", callback_url: receiver.url }, 201)).body;
-    const listener = postgres(app.databaseUrl, { max: 1, onnotice: () => {} });
+  it("goes out from the process that took the signal, with no worker running: no NOTIFY wakes the workers, and its job is gone once it is delivered", async () => {
+    // No worker: nothing else here NOTIFYs "jobs:insert" (a worker's heartbeat queues the sweep),
+    // and only this process's delivery engine can deliver.
+    const idle = await startTestApp({ worker: false });
+    closers.push(() => idle.close());
+    await declareType(idle, "approval");
+    await idle.database.sql`insert into graphile_worker._private_tasks (identifier) values ('deliver_callback') on conflict do nothing`; // as a worker's start does
+    const engine = new DeliveryEngine(idle.deps, { perEndpoint: 16, failuresToBackOff: 1000 });
+    closers.push(() => engine.stop());
+    const batcher = new IntakeBatcher(idle.deps.db, { handOff: engine });
+    const wait = (await openWait(idle, "hand-off-1", { signal: "approval", callback_url: receiver.url }, 201)).body;
+    const listener = postgres(idle.databaseUrl, { max: 1, onnotice: () => {} });
     closers.push(() => listener.end());
     const wakeUps: string[] = [];
     await listener.listen("jobs:insert", (payload) => wakeUps.push(payload));
 
-    expect((await intake(app, "hand-off-1", "approval", '{"ok":true}')).status).toBe(202);
+    const item: IntakeItem = { id: newId("sg"), runId: "hand-off-1", signal: "approval", payload: '{"ok":true}', payloadHash: null, idempotencyKey: null, bufferTtlS: 0 };
+    expect(await batcher.accept(item)).toMatchObject({ outcome: "received", waitId: wait.id });
     const [callback] = await receiver.waitFor(1);
     expect(callback!.json).toMatchObject({ type: "signal.received", wait: { id: wait.id, status: "received" } });
-    await waitFor("the handed-off job completed", () => callbackJobs(app.database.sql), { until: (jobs) => jobs.length === 0 });
-    await waitFor("the attempt recorded", async () => (await (await app.api(`/waits/${wait.id}/deliveries`)).json()) as { items: unknown[] }, {
+    await waitFor("the handed-off job completed", () => callbackJobs(idle.database.sql), { until: (jobs) => jobs.length === 0 });
+    await waitFor("the attempt recorded", async () => (await (await idle.api(`/waits/${wait.id}/deliveries`)).json()) as { items: unknown[] }, {
       until: (d) => d.items.length === 1,
     });
     expect(wakeUps).toEqual([]);
+  });
+
+  it("goes out from the service's own intake (its worker running)", async () => {
+    const wait = (await openWait(app, "hand-off-3", { signal: "approval", callback_url: receiver.url }, 201)).body;
+    const before = receiver.received.length;
+    expect((await intake(app, "hand-off-3", "approval", "{}")).status).toBe(202);
+    const callbacks = await receiver.waitFor(before + 1);
+    expect(callbacks.at(-1)!.json.wait.id).toBe(wait.id);
+    await waitFor("the handed-off job completed", () => callbackJobs(app.database.sql), { until: (jobs) => jobs.length === 0 });
   });
 
   it("is run by a worker when its job comes due, should the process that took the signal never run it", async () => {
