@@ -496,6 +496,4 @@ export class DeliveryEngine implements CallbackHandOff {
     if (failed) throw failed.reason;
     return false;
   }
-
-
 }

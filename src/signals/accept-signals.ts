@@ -55,14 +55,18 @@ async function accept(q: Queryable, items: IntakeItem[], handOffS: number | null
   const rows = await q.execute<Row>(sql`select * from signalbox.accept_signals(${json}::json, ${handOffS}::double precision)`);
   const answers: Array<IntakeItemAnswer | undefined> = items.map(() => undefined);
   const jobs = new Map<string, string[]>();
+  let answered = 0;
   for (const r of rows) {
-    if (r.answer !== "callback_job") answers[r.item!] = toAnswer(r);
-    else if (jobs.has(String(r.answer_job))) jobs.get(String(r.answer_job))!.push(r.answer_wait_id!);
-    else jobs.set(String(r.answer_job), [r.answer_wait_id!]);
+    if (r.answer === "callback_job") {
+      const id = String(r.answer_job);
+      if (!jobs.has(id)) jobs.set(id, []);
+      jobs.get(id)!.push(r.answer_wait_id!);
+    } else {
+      answers[r.item!] = toAnswer(r);
+      answered++;
+    }
   }
-  if (answers.some((a) => a === undefined) || rows.length !== items.length + [...jobs.values()].reduce((n, w) => n + w.length, 0)) {
-    throw new Error("accept_signals: missing answers");
-  }
+  if (answered !== items.length || answers.some((a) => a === undefined)) throw new Error("accept_signals: missing answers");
   return { answers: answers as IntakeItemAnswer[], callbackJobs: [...jobs].map(([id, waitIds]) => ({ id, waitIds })) };
 }
 
