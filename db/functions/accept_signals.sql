@@ -24,12 +24,15 @@
 --
 -- Handed off (hand_off_s): the callbacks of the waits received are jobs the caller's process
 -- runs itself once this commits (enqueue_callbacks.sql); each such wait comes back in a row of
--- its own besides the items' answers (item null, answer 'callback_job', answer_wait_id, answer_job).
--- The answer's columns changed (answer_run_id, then answer_job): a result type cannot be
--- replaced in place.
+-- its own besides the items' answers (item null, answer 'callback_job', answer_wait_id,
+-- answer_job), with what its callback carries (answer_callback: receive_handing_off), so the
+-- caller sends it without reading it back.
+-- The answer's columns changed (answer_run_id, answer_job, then answer_callback): a result type
+-- cannot be replaced in place.
 DROP FUNCTION IF EXISTS "signalbox"."accept_signals"(json);
+DROP FUNCTION IF EXISTS "signalbox"."accept_signals"(json, double precision);
 CREATE OR REPLACE FUNCTION "signalbox"."accept_signals"(items json, hand_off_s double precision DEFAULT NULL)
-RETURNS TABLE (item int, answer text, answer_signal_id text, answer_sequence bigint, answer_wait_id text, answer_run_id text, answer_job bigint)
+RETURNS TABLE (item int, answer text, answer_signal_id text, answer_sequence bigint, answer_wait_id text, answer_run_id text, answer_job bigint, answer_callback json)
 LANGUAGE plpgsql AS $$
 DECLARE
   it record;
@@ -73,8 +76,7 @@ BEGIN
     END IF;
     -- Chains can bring a run back out of run_id order: any run with a resolution pending.
     IF it.run_id = ANY(v_pending_runs) THEN
-      RETURN QUERY SELECT NULL::int, 'callback_job'::text, NULL::text, NULL::bigint, r.id, NULL::text, r.callback_job
-        FROM signalbox.resolve_waits(v_ids, 'received', v_signal_ids, '{}'::jsonb, v_rows, false, hand_off_s) r WHERE r.callback_job IS NOT NULL;
+      RETURN QUERY SELECT * FROM signalbox.receive_handing_off(v_ids, v_signal_ids, v_rows, hand_off_s);
       v_ids := '{}';
       v_rows := '{}';
       v_signal_ids := '{}';
@@ -93,9 +95,9 @@ BEGIN
       IF FOUND THEN
         PERFORM signalbox.return_sequence(it.run_id);
         IF v_earlier.payload_hash IS NOT DISTINCT FROM it.payload_hash THEN
-          RETURN QUERY SELECT it.i, 'duplicate'::text, v_earlier.id, v_earlier.sequence, v_earlier.wait_id, v_earlier.run_id, NULL::bigint;
+          RETURN QUERY SELECT it.i, 'duplicate'::text, v_earlier.id, v_earlier.sequence, v_earlier.wait_id, v_earlier.run_id, NULL::bigint, NULL::json;
         ELSE
-          RETURN QUERY SELECT it.i, 'rejected_idempotency_conflict'::text, signalbox.reject_signal(it.id, it.run_id, it.signal, 'rejected_idempotency_conflict', it.payload, it.payload_hash, it.idempotency_key), NULL::bigint, NULL::text, it.run_id, NULL::bigint;
+          RETURN QUERY SELECT it.i, 'rejected_idempotency_conflict'::text, signalbox.reject_signal(it.id, it.run_id, it.signal, 'rejected_idempotency_conflict', it.payload, it.payload_hash, it.idempotency_key), NULL::bigint, NULL::text, it.run_id, NULL::bigint, NULL::json;
         END IF;
         CONTINUE;
       END IF;
@@ -103,7 +105,7 @@ BEGIN
 
     IF v_status = 'cancelled' THEN
       PERFORM signalbox.return_sequence(it.run_id);
-      RETURN QUERY SELECT it.i, 'rejected_not_active'::text, signalbox.reject_signal(it.id, it.run_id, it.signal, 'rejected_not_active', it.payload, it.payload_hash, it.idempotency_key), NULL::bigint, NULL::text, it.run_id, NULL::bigint;
+      RETURN QUERY SELECT it.i, 'rejected_not_active'::text, signalbox.reject_signal(it.id, it.run_id, it.signal, 'rejected_not_active', it.payload, it.payload_hash, it.idempotency_key), NULL::bigint, NULL::text, it.run_id, NULL::bigint, NULL::json;
       CONTINUE;
     END IF;
 
@@ -119,7 +121,7 @@ BEGIN
     END IF;
     IF v_wait_id IS NULL AND v_start IS NULL AND (it.buffer_ttl_s <= 0 OR it.expect_wait_id IS NOT NULL) THEN
       PERFORM signalbox.return_sequence(it.run_id);
-      RETURN QUERY SELECT it.i, 'rejected_not_waiting'::text, signalbox.reject_signal(it.id, it.run_id, it.signal, 'rejected_not_waiting', it.payload, it.payload_hash, it.idempotency_key), NULL::bigint, NULL::text, it.run_id, NULL::bigint;
+      RETURN QUERY SELECT it.i, 'rejected_not_waiting'::text, signalbox.reject_signal(it.id, it.run_id, it.signal, 'rejected_not_waiting', it.payload, it.payload_hash, it.idempotency_key), NULL::bigint, NULL::text, it.run_id, NULL::bigint, NULL::json;
       CONTINUE;
     END IF;
 
@@ -137,20 +139,20 @@ BEGIN
 
     IF v_start = 'start' THEN
       PERFORM signalbox.start_run(it.run_id, it.signal, it.id, it.start_url, v_seq);
-      RETURN QUERY SELECT it.i, 'started'::text, it.id, v_seq, NULL::text, it.run_id, NULL::bigint;
+      RETURN QUERY SELECT it.i, 'started'::text, it.id, v_seq, NULL::text, it.run_id, NULL::bigint, NULL::json;
       CONTINUE;
     END IF;
 
     IF v_wait_id IS NULL THEN
       INSERT INTO signalbox.events (run_id, type, signal_id, data)
         VALUES (it.run_id, 'signal.buffered', it.id, json_build_object('signal', it.signal, 'sequence', v_seq)::jsonb);
-      RETURN QUERY SELECT it.i, 'buffered'::text, it.id, v_seq, NULL::text, it.run_id, NULL::bigint;
+      RETURN QUERY SELECT it.i, 'buffered'::text, it.id, v_seq, NULL::text, it.run_id, NULL::bigint, NULL::json;
       CONTINUE;
     END IF;
 
     IF v_quorum IS NOT NULL THEN
       IF NOT signalbox.cast_vote(v_wait_id, it.run_id, it.id, v_quorum, it.payload) THEN
-        RETURN QUERY SELECT it.i, 'received'::text, it.id, v_seq, v_wait_id, it.run_id, NULL::bigint; -- a vote that does not decide yet
+        RETURN QUERY SELECT it.i, 'received'::text, it.id, v_seq, v_wait_id, it.run_id, NULL::bigint, NULL::json; -- a vote that does not decide yet
         CONTINUE;
       END IF;
       -- Counting the vote updated the wait (its votes): find its new row version.
@@ -160,13 +162,36 @@ BEGIN
     v_rows := v_rows || v_wait_row;
     v_signal_ids := v_signal_ids || it.id;
     v_pending_runs := v_pending_runs || it.run_id;
-    RETURN QUERY SELECT it.i, 'received'::text, it.id, v_seq, v_wait_id, it.run_id, NULL::bigint;
+    RETURN QUERY SELECT it.i, 'received'::text, it.id, v_seq, v_wait_id, it.run_id, NULL::bigint, NULL::json;
   END LOOP;
 
   IF cardinality(v_ids) > 0 THEN
-    RETURN QUERY SELECT NULL::int, 'callback_job'::text, NULL::text, NULL::bigint, r.id, NULL::text, r.callback_job
-      FROM signalbox.resolve_waits(v_ids, 'received', v_signal_ids, '{}'::jsonb, v_rows, false, hand_off_s) r WHERE r.callback_job IS NOT NULL;
+    RETURN QUERY SELECT * FROM signalbox.receive_handing_off(v_ids, v_signal_ids, v_rows, hand_off_s);
   END IF;
+END;
+$$;
+
+-- The waits accept_signals received, resolved: one row each for those whose callbacks were
+-- handed off (in accept_signals' shape: item null, answer 'callback_job'), with what the
+-- callback carries, read after the resolve (this statement sees it): the wait as stored, its
+-- resolution event and its signal (src/waits/waits.queries.ts, waitWithEventFromJson).
+CREATE OR REPLACE FUNCTION "signalbox"."receive_handing_off"(p_ids text[], p_signal_ids text[], p_rows tid[], p_hand_off_s double precision)
+RETURNS TABLE (item int, answer text, answer_signal_id text, answer_sequence bigint, answer_wait_id text, answer_run_id text, answer_job bigint, answer_callback json)
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_waits text[];
+  v_jobs bigint[];
+BEGIN
+  SELECT array_agg(r.id), array_agg(r.callback_job) INTO v_waits, v_jobs
+    FROM signalbox.resolve_waits(p_ids, 'received', p_signal_ids, '{}'::jsonb, p_rows, false, p_hand_off_s) r
+    WHERE r.callback_job IS NOT NULL;
+  RETURN QUERY SELECT NULL::int, 'callback_job'::text, NULL::text, NULL::bigint, c.wait_id, NULL::text, c.job,
+      json_build_object('wait', to_json(w), 'event', json_build_object('id', e.id, 'type', e.type, 'occurred_at', e.occurred_at),
+        'result', CASE WHEN s.id IS NOT NULL THEN json_build_object('sequence', s.sequence, 'payload', s.payload, 'received_at', s.received_at) END)
+    FROM unnest(v_waits, v_jobs) AS c(wait_id, job)
+    JOIN signalbox.waits w ON w.id = c.wait_id
+    JOIN signalbox.events e ON e.id = w.resolution_event_id
+    LEFT JOIN signalbox.signals s ON s.id = w.signal_id;
 END;
 $$;
 

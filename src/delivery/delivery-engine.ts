@@ -2,7 +2,7 @@ import { coarseDelay } from "../core/coarse-delay.ts";
 import type { CallbackHandOff, CallbackJob } from "../jobs/callback-hand-off.ts";
 import { addJobs, completeHandedOff, jobKeys, type JobSpec, type TaskName } from "../jobs/enqueue.ts";
 import { GroupCall } from "../db/group-call.ts";
-import { findWaitsWithEvents, type WaitWithEvent } from "../waits/waits.queries.ts";
+import { findWaitsWithEvents, waitWithEventFromJson, type WaitWithEvent, type WaitWithEventJson } from "../waits/waits.queries.ts";
 import { owedCallback, recordAttempts, reportRecorded, type DeliveryDeps, type OwedCallback, type Recorded } from "./deliver-callback.ts";
 import { EndpointGate, type Admission, type AdmitOptions } from "./endpoint-gate.ts";
 import { ATTEMPT_TIMEOUT_MS, postSigned, type AttemptResult } from "./post-signed.ts";
@@ -211,16 +211,13 @@ export class DeliveryEngine implements CallbackHandOff {
   take(jobs: CallbackJob[]): void {
     for (const job of jobs) {
       this.#handedOff += job.waitIds.length;
+      const run = async () => {
+        const found = job.read?.map((j) => waitWithEventFromJson(j as WaitWithEventJson));
+        const callbacks = job.waitIds.map((id) => ({ id, attempts: 0, round: 0 })); // as the job names them (enqueue_callbacks.sql)
+        if (!(await this.deliver(callbacks, undefined, { jobId: job.id, found }))) await this.#completions.call([job.id]);
+      };
       this.#inBackground(
-        this.deliver(
-          job.waitIds.map((id) => ({ id, attempts: 0, round: 0 })), // as the job names them (enqueue_callbacks.sql)
-          undefined,
-          job.id,
-        )
-          .then(async (completed) => {
-            if (!completed) await this.#completions.call([job.id]);
-          })
-          .finally(() => (this.#handedOff -= job.waitIds.length)),
+        run().finally(() => (this.#handedOff -= job.waitIds.length)),
         { handedOffJob: job.id },
         `a callback job handed off to this process failed; a worker runs it within ${HANDED_OFF_DUE_S} s`,
       );
@@ -229,15 +226,17 @@ export class DeliveryEngine implements CallbackHandOff {
 
   /**
    * Delivers the callbacks these waits owe now (the rest are skipped); resolves once each is
-   * recorded or scheduled again. `handedOffJob`, the job of callbacks this process runs itself
+   * recorded or scheduled again. `handedOff`, the job of callbacks this process runs itself
    * (take), is completed with their records (one commit for both) when it has any: resolves true
-   * when it was (#record).
+   * when it was (#record). Its waits come `found` already (in the callbacks' order) when the
+   * transaction that resolved them read them; otherwise they are read here.
    */
-  async deliver(callbacks: Array<string | CallbackAtAttempt>, abort?: AbortSignal, handedOffJob?: string): Promise<boolean> {
+  async deliver(callbacks: Array<string | CallbackAtAttempt>, abort?: AbortSignal, handedOff?: { jobId: string; found?: WaitWithEvent[] }): Promise<boolean> {
     const atAttempt = new Map(callbacks.filter((c) => typeof c !== "string").map((c) => [c.id, c]));
     const ids = [...new Set(callbacks.map((c) => (typeof c === "string" ? c : c.id)))];
     const stillAt = (o: OwedCallback, at = atAttempt.get(o.waitId)) => !at || (at.attempts === o.attemptsBefore && at.round === o.roundBefore);
-    const owed = (await this.#reads.call(ids)).map((found) => found && owedCallback(found)).filter((o): o is OwedCallback => o !== undefined && stillAt(o));
+    const found = handedOff?.found ?? (await this.#reads.call(ids));
+    const owed = found.map((f) => f && owedCallback(f)).filter((o): o is OwedCallback => o !== undefined && stillAt(o));
     // One signal for the batch's requests: the job's (the worker stopping) or the engine's.
     const signal = abort ? AbortSignal.any([abort, this.#stopped.signal]) : this.#stopped.signal;
     // A callback let go of is recorded in the background only once the job that keeps it owed is
@@ -258,7 +257,7 @@ export class DeliveryEngine implements CallbackHandOff {
       // must not leave them unqueued while they are still under way here.
       await addJobs(this.#deps.db, deferredJobs(later));
       for (const l of later) this.#kept(l);
-      const completed = await this.#record(recordNow, handedOffJob);
+      const completed = await this.#record(recordNow, handedOff?.jobId);
       recorded = true;
       return completed;
     } finally {

@@ -2,6 +2,11 @@
 export interface CallbackJob {
   id: string;
   waitIds: string[];
+  /**
+   * What each wait's callback carries, in waitIds' order, as the transaction that resolved them
+   * read it (signalbox.receive_handing_off's JSON): the job's run need not read it again.
+   */
+  read?: unknown[];
 }
 
 /**

@@ -54,20 +54,21 @@ async function accept(q: Queryable, items: IntakeItem[], handOffS: number | null
   );
   const rows = await q.execute<Row>(sql`select * from signalbox.accept_signals(${json}::json, ${handOffS}::double precision)`);
   const answers: Array<IntakeItemAnswer | undefined> = items.map(() => undefined);
-  const jobs = new Map<string, string[]>();
+  const jobs = new Map<string, { waitIds: string[]; read: unknown[] }>();
   let answered = 0;
   for (const r of rows) {
     if (r.answer === "callback_job") {
       const id = String(r.answer_job);
-      if (!jobs.has(id)) jobs.set(id, []);
-      jobs.get(id)!.push(r.answer_wait_id!);
+      if (!jobs.has(id)) jobs.set(id, { waitIds: [], read: [] });
+      jobs.get(id)!.waitIds.push(r.answer_wait_id!);
+      jobs.get(id)!.read.push(r.answer_callback);
     } else {
       answers[r.item!] = toAnswer(r);
       answered++;
     }
   }
   if (answered !== items.length || answers.some((a) => a === undefined)) throw new Error("accept_signals: missing answers");
-  return { answers: answers as IntakeItemAnswer[], callbackJobs: [...jobs].map(([id, waitIds]) => ({ id, waitIds })) };
+  return { answers: answers as IntakeItemAnswer[], callbackJobs: [...jobs].map(([id, job]) => ({ id, ...job })) };
 }
 
 type Row = Record<string, unknown> & {
@@ -80,6 +81,8 @@ type Row = Record<string, unknown> & {
   /** Null on a handed-off callback's row (as answer_job is on an item's). */
   answer_run_id: string | null;
   answer_job: number | string | null;
+  /** A handed-off callback's: what it carries (signalbox.receive_handing_off). */
+  answer_callback: unknown;
 };
 
 function toAnswer(r: Row): IntakeItemAnswer {

@@ -14,9 +14,9 @@ import { loadSignalType } from "../signal-types/signal-type-cache.ts";
 import { checkSensorTarget } from "./kinds/sensor-target.ts";
 import type { SensorSpec } from "./kinds/sensor-spec.ts";
 import { nextCronTime, type TimerSpec } from "./kinds/timer-spec.ts";
-import { resolveWaits, waitFromSql } from "./resolve-waits.ts";
+import { resolveWaits } from "./resolve-waits.ts";
 import { toWaitResource, type WaitResource } from "./wait-view.ts";
-import { findWait, findWaitByKey } from "./waits.queries.ts";
+import { findWait, findWaitByKey, waitFromSql } from "./waits.queries.ts";
 
 /** What to wait for: a signal from outside (the default), a timer, a sensor, or a composite. */
 export interface WaitSpec {

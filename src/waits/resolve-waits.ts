@@ -1,6 +1,6 @@
 import { sql, type SQL } from "drizzle-orm";
 import type { Queryable } from "../db/client.ts";
-import type { WaitRowOnly, WaitStatus } from "./wait-view.ts";
+import type { WaitStatus } from "./wait-view.ts";
 
 /** How a wait leaves `waiting`; its history event follows from the status (signalbox.resolution_event). */
 export type Resolution = {
@@ -54,37 +54,4 @@ export async function resolveWaits(tx: Queryable, which: WaitSelector, r: Resolu
  */
 export async function receiveWait(tx: Queryable, waitId: string, payload: unknown): Promise<void> {
   await tx.execute(sql`select signalbox.receive_raised(${waitId}::text, ${JSON.stringify(payload)}::text)`);
-}
-
-/** Maps a raw `signalbox.waits` row (snake_case) to the drizzle row shape. */
-export function waitFromSql(r: Record<string, unknown>): WaitRowOnly {
-  const date = (v: unknown) => (v === null || v === undefined ? null : v instanceof Date ? v : new Date(String(v)));
-  return {
-    id: String(r.id),
-    runId: String(r.run_id),
-    signal: String(r.signal),
-    key: (r.key as string | null) ?? null,
-    status: String(r.status),
-    createdAt: date(r.created_at)!,
-    timeoutAt: date(r.timeout_at),
-    resolvedAt: date(r.resolved_at),
-    metadata: r.metadata ?? {},
-    callbackUrl: (r.callback_url as string | null) ?? null,
-    signalId: (r.signal_id as string | null) ?? null,
-    resolutionEventId: r.resolution_event_id === null ? null : Number(r.resolution_event_id),
-    deliveryStatus: String(r.delivery_status),
-    deliveryAttempts: Number(r.delivery_attempts),
-    deliveryLastError: (r.delivery_last_error as string | null) ?? null,
-    deliveryRoundStart: Number(r.delivery_round_start ?? 0),
-    deliveryRound: Number(r.delivery_round ?? 0),
-    kind: String(r.kind),
-    source: r.source ?? null,
-    firesAt: date(r.fires_at),
-    sensorPolls: Number(r.sensor_polls),
-    parentWaitId: (r.parent_wait_id as string | null) ?? null,
-    quorum: r.quorum ?? null,
-    votes: r.votes ?? null,
-    reply: r.reply ?? null,
-    repliedAt: date(r.replied_at),
-  };
 }

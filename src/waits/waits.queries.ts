@@ -1,7 +1,7 @@
 import { and, asc, eq, getTableColumns, sql, type SQL } from "drizzle-orm";
 import { unprepared, type Db, type Queryable } from "../db/client.ts";
 import { events, signals, waits } from "../db/schema.ts";
-import type { WaitRow } from "./wait-view.ts";
+import type { WaitRow, WaitRowOnly } from "./wait-view.ts";
 
 /** Waits with the signal that resolved them, in one query (never one query per wait). */
 function selectWaits(q: Queryable) {
@@ -164,6 +164,56 @@ function waitConditions(f: WaitFilter): SQL[] {
 }
 
 export type WaitWithEvent = { wait: WaitRow; event: { id: number; type: string; occurredAt: Date } };
+
+/** What signalbox.receive_handing_off (db/functions/accept_signals.sql) gives for a wait it resolved. */
+export interface WaitWithEventJson {
+  wait: Record<string, unknown>;
+  event: { id: number; type: string; occurred_at: string };
+  result: { sequence: number; payload: string | null; received_at: string } | null;
+}
+
+/**
+ * A wait with its event, from the JSON Postgres made of them (`to_json` of the row, times as
+ * ISO text), as findWaitsWithEvents reads them: intake gets what a callback it hands off
+ * carries with its answer, and need not read it back.
+ */
+export function waitWithEventFromJson(j: WaitWithEventJson): WaitWithEvent {
+  const result = j.result && { sequence: j.result.sequence, payload: j.result.payload, receivedAt: new Date(j.result.received_at) };
+  return { wait: { ...waitFromSql(j.wait), result }, event: { id: j.event.id, type: j.event.type, occurredAt: new Date(j.event.occurred_at) } };
+}
+
+/** Maps a raw `signalbox.waits` row (snake_case) to the drizzle row shape. */
+export function waitFromSql(r: Record<string, unknown>): WaitRowOnly {
+  const date = (v: unknown) => (v === null || v === undefined ? null : v instanceof Date ? v : new Date(String(v)));
+  return {
+    id: String(r.id),
+    runId: String(r.run_id),
+    signal: String(r.signal),
+    key: (r.key as string | null) ?? null,
+    status: String(r.status),
+    createdAt: date(r.created_at)!,
+    timeoutAt: date(r.timeout_at),
+    resolvedAt: date(r.resolved_at),
+    metadata: r.metadata ?? {},
+    callbackUrl: (r.callback_url as string | null) ?? null,
+    signalId: (r.signal_id as string | null) ?? null,
+    resolutionEventId: r.resolution_event_id === null ? null : Number(r.resolution_event_id),
+    deliveryStatus: String(r.delivery_status),
+    deliveryAttempts: Number(r.delivery_attempts),
+    deliveryLastError: (r.delivery_last_error as string | null) ?? null,
+    deliveryRoundStart: Number(r.delivery_round_start ?? 0),
+    deliveryRound: Number(r.delivery_round ?? 0),
+    kind: String(r.kind),
+    source: r.source ?? null,
+    firesAt: date(r.fires_at),
+    sensorPolls: Number(r.sensor_polls),
+    parentWaitId: (r.parent_wait_id as string | null) ?? null,
+    quorum: r.quorum ?? null,
+    votes: r.votes ?? null,
+    reply: r.reply ?? null,
+    repliedAt: date(r.replied_at),
+  };
+}
 
 /** A resolved wait with its resolution event (what a callback carries), in one query. */
 export async function findWaitWithEvent(db: Db, id: string): Promise<WaitWithEvent | undefined> {

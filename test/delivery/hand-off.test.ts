@@ -2,7 +2,9 @@ import postgres from "postgres";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { newId } from "../../src/core/ids.ts";
 import { DeliveryEngine } from "../../src/delivery/delivery-engine.ts";
-import type { IntakeItem } from "../../src/signals/accept-signals.ts";
+import { owedCallback } from "../../src/delivery/deliver-callback.ts";
+import { acceptSignalsHandingOff, type IntakeItem } from "../../src/signals/accept-signals.ts";
+import { findWaitWithEvent, waitWithEventFromJson, type WaitWithEventJson } from "../../src/waits/waits.queries.ts";
 import { IntakeBatcher } from "../../src/signals/intake-batcher.ts";
 import { startCallbackReceiver } from "../helpers/callback-receiver.ts";
 import { advanceClock } from "../helpers/clock.ts";
@@ -87,6 +89,22 @@ describe("a signal's callback, handed off", () => {
     const callbacks = await receiver.waitFor(before + 1);
     expect(callbacks.at(-1)!.json.wait.id).toBe(wait.id);
     await waitFor("the handed-off job completed", () => callbackJobs(app.database.sql), { until: (jobs) => jobs.length === 0 });
+  });
+
+  it("carries what a worker would read after the commit: the same callback, byte for byte", async () => {
+    const payload = JSON.stringify({ note: "déjà vu ✓", nested: { list: [1, 2.5, null, "x"] }, big: 12345678901234567890 });
+    const spec = { signal: "approval", key: "same-body", callback_url: `${receiver.url}?q=1`, timeout_s: 3600, metadata: { customer: "c-1", region: "eu" } };
+    const wait = (await openWait(app, "hand-off-same", spec, 201)).body;
+    const item: IntakeItem = { id: newId("sg"), runId: "hand-off-same", signal: "approval", payload, payloadHash: null, idempotencyKey: null, bufferTtlS: 0 };
+    const { answers, callbackJobs: jobs } = await acceptSignalsHandingOff(app.deps.db, [item], 30);
+    expect(answers).toMatchObject([{ outcome: "received", waitId: wait.id }]);
+    expect(jobs).toMatchObject([{ waitIds: [wait.id] }]);
+    const handedOff = owedCallback(waitWithEventFromJson(jobs[0]!.read![0] as WaitWithEventJson));
+    const readBack = owedCallback((await findWaitWithEvent(app.deps.db, wait.id))!);
+    expect(handedOff).toBeDefined();
+    expect(handedOff).toEqual(readBack);
+    expect(JSON.parse(handedOff!.body)).toMatchObject({ type: "signal.received", wait: { key: "same-body", metadata: spec.metadata, result: { sequence: 1 } } });
+    await app.database.sql`select signalbox.complete_handed_off(${[Number(jobs[0]!.id)]}::bigint[])`; // nobody here runs it
   });
 
   it("is run by a worker when its job comes due, should the process that took the signal never run it", async () => {
