@@ -59,9 +59,10 @@ async function accept(q: Queryable, items: IntakeItem[], handOffS: number | null
   for (const r of rows) {
     if (r.answer === "callback_job") {
       const id = String(r.answer_job);
-      if (!jobs.has(id)) jobs.set(id, { waitIds: [], read: [] });
-      jobs.get(id)!.waitIds.push(r.answer_wait_id!);
-      jobs.get(id)!.read.push(r.answer_callback);
+      let job = jobs.get(id);
+      if (!job) jobs.set(id, (job = { waitIds: [], read: [] }));
+      job.waitIds.push(r.answer_wait_id!);
+      job.read.push(r.answer_callback);
     } else {
       answers[r.item!] = toAnswer(r);
       answered++;
