@@ -55,11 +55,14 @@ const unpreparedDbs = new WeakMap<Db, Db>();
  */
 export function unprepared(db: Db): Db {
   let found = unpreparedDbs.get(db);
-  if (!found) {
-    const client = (db as Db & { $client: postgres.Sql & { [UNPREPARED]?: postgres.Sql } }).$client;
-    unpreparedDbs.set(db, (found = drizzle(client[UNPREPARED] ?? client, { schema })));
-  }
+  if (!found) unpreparedDbs.set(db, (found = drizzle(unpreparedClient(db), { schema })));
   return found;
+}
+
+/** The postgres.js pool under a drizzle handle, its statements unnamed (planned for their values, as unprepared's). */
+export function unpreparedClient(db: Db): postgres.Sql {
+  const client = (db as Db & { $client: postgres.Sql & { [UNPREPARED]?: postgres.Sql } }).$client;
+  return client[UNPREPARED] ?? client;
 }
 
 /**
