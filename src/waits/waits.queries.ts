@@ -119,7 +119,8 @@ function buildListQueries(db: Db, f: WaitFilter) {
 
 /**
  * A select of waits run on postgres.js itself, its rows mapped by waitRowFromSql: drizzle maps
- * every column of every row through its column objects, a quarter of a 50-wait page's CPU.
+ * every column of every row through its column objects (0.35–0.45 ms more for 51 rows, of a
+ * 50-wait page's 2.5–3 ms of signalbox's CPU).
  */
 function rawWaits(client: postgres.Sql, query: { toSQL(): { sql: string; params: unknown[] } }) {
   const { sql: text, params } = query.toSQL();
