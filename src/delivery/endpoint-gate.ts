@@ -63,6 +63,13 @@ interface HostState {
   /** How long its requests take to be answered (a moving average, ms): how soon a slot frees. */
   answerMs: number;
   /**
+   * How many of its requests were answered lately, per ms: a count decayed over PACE_WINDOW_MS,
+   * as of `paceAt`. A few answers held up for a second (by us: a collection, a saturated CPU) raise
+   * answerMs for a while, and with it how long a queue of thousands looks to take; not the pace.
+   */
+  pace: number;
+  paceAt: number;
+  /**
    * When a request of it last came back (answered or failed): a host whose oldest request is
    * old while others keep coming back is slow (or we are: a burst saturating our own CPU), not
    * stuck.
@@ -80,6 +87,9 @@ interface HostState {
   timer?: NodeJS.Timeout;
   timerAt?: number;
 }
+
+/** The window the pace at which a host answers is counted over (HostState.pace). */
+const PACE_WINDOW_MS = 1_000;
 
 /** Endpoints kept before the idle ones are forgotten (see #forgetIdle). */
 const MAX_IDLE_HOSTS = 1_000;
@@ -190,9 +200,23 @@ export class EndpointGate {
     return s.trips > 0 ? 1 : this.#opts.perEndpoint;
   }
 
-  /** How long until `ahead` requests queued at the host have gone, at the pace it answers. */
+  /**
+   * How long until `ahead` requests queued at the host have gone, at the pace it answers: from
+   * how long its answers take, or from how many came back lately when that says sooner (a
+   * burst's queue at a host that keeps answering thousands a second was once estimated at over
+   * 30 s after a stall of ours, and a hundred callbacks were turned away for 30 s).
+   */
   #drainMs(s: HostState, ahead: number): number {
-    return (ahead / this.#limit(s)) * s.answerMs;
+    const byAnswerTime = (ahead / this.#limit(s)) * s.answerMs;
+    // Counted over a second, the pace says nothing of a host whose answers take longer (they
+    // come back in waves).
+    const pace = s.answerMs < PACE_WINDOW_MS ? this.#paceNow(s) : 0;
+    return pace > 0 ? Math.min(byAnswerTime, ahead / pace) : byAnswerTime;
+  }
+
+  /** Answers per ms lately (HostState.pace, decayed to now). */
+  #paceNow(s: HostState): number {
+    return s.pace * Math.exp(-(this.#opts.now() - s.paceAt) / PACE_WINDOW_MS);
   }
 
   /**
@@ -222,7 +246,7 @@ export class EndpointGate {
   #state(host: string): HostState {
     let s = this.#hosts.get(host);
     if (!s && this.#hosts.size >= MAX_IDLE_HOSTS) this.#forgetIdle();
-    if (!s) this.#hosts.set(host, (s = { inFlight: new Set(), answerMs: 0, cameBackAt: 0, urgent: [], queued: [], failures: 0, trips: 0, trippedAt: 0, untilMs: 0 }));
+    if (!s) this.#hosts.set(host, (s = { inFlight: new Set(), answerMs: 0, pace: 0, paceAt: 0, cameBackAt: 0, urgent: [], queued: [], failures: 0, trips: 0, trippedAt: 0, untilMs: 0 }));
     return s;
   }
 
@@ -240,6 +264,10 @@ export class EndpointGate {
         // A request we gave up on says nothing of how fast the host answers, nor that it does.
         if (!abandoned) {
           s.answerMs = s.answerMs === 0 ? this.#opts.now() - request.at : 0.9 * s.answerMs + 0.1 * (this.#opts.now() - request.at);
+          if (!failed) {
+            s.pace = this.#paceNow(s) + 1 / PACE_WINDOW_MS;
+            s.paceAt = this.#opts.now();
+          }
           s.cameBackAt = this.#opts.now();
           if (failed) this.#failed(host, s, request.at);
           else this.#answered(host, s);

@@ -139,6 +139,30 @@ describe("EndpointGate, queued admissions (a caller that holds no job slot while
     send(await queued[1]!);
   });
 
+  it("are not turned away for a stall that held up a few answers while the endpoint kept its pace", async () => {
+    const { g, advance } = gate({ perEndpoint: 2, maxQueueMs: 100 });
+    // A second of answers, each in 2 ms: about 500 a second.
+    for (let i = 0; i < 500; i++) {
+      const a = send(await g.admit("a:1"));
+      advance(2);
+      a.release(false);
+    }
+    // Two answers held up 300 ms (a stall on our side): their time lifts the average answer to
+    // about 60 ms, at which 10 queued would take 300 ms; the pace says about 30.
+    const held = [send(await g.admit("a:1")), send(await g.admit("a:1"))];
+    advance(300);
+    for (const a of held) a.release(false);
+    const inFlight = [send(await g.admit("a:1")), send(await g.admit("a:1"))];
+    const queued = Array.from({ length: 10 }, () => g.admit("a:1", { queue: true }));
+    // None was turned away: each gets a slot as the ones ahead come back.
+    let freed = inFlight;
+    for (let i = 0; i < queued.length; i += 2) {
+      advance(2);
+      for (const a of freed) a.release(false);
+      freed = [send(await queued[i]!), send(await queued[i + 1]!)];
+    }
+  });
+
   it("are bounded across all endpoints (maxQueued)", async () => {
     const { g, advance } = gate({ perEndpoint: 1, maxQueued: 2 });
     const a = await answering(g, advance);
