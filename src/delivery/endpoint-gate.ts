@@ -202,7 +202,7 @@ export class EndpointGate {
 
   /**
    * How long until `ahead` requests queued at the host have gone, at the pace it answers: from
-   * how long its answers take, or from how many came back lately when that says sooner (a
+   * how long its answers take, or from how many it answered lately when that says sooner (a
    * burst's queue at a host that keeps answering thousands a second was once estimated at over
    * 30 s after a stall of ours, and a hundred callbacks were turned away for 30 s).
    */

@@ -148,7 +148,7 @@ describe("EndpointGate, queued admissions (a caller that holds no job slot while
       a.release(false);
     }
     // Two answers held up 300 ms (a stall on our side): their time lifts the average answer to
-    // about 60 ms, at which 10 queued would take 300 ms; the pace says about 30.
+    // about 60 ms, at which 10 queued would take over 300 ms; the pace says about 50.
     const held = [send(await g.admit("a:1")), send(await g.admit("a:1"))];
     advance(300);
     for (const a of held) a.release(false);
