@@ -215,8 +215,8 @@ export class EndpointGate {
   }
 
   /** Answers per ms lately (HostState.pace, decayed to now). */
-  #paceNow(s: HostState): number {
-    return s.pace * Math.exp(-(this.#opts.now() - s.paceAt) / PACE_WINDOW_MS);
+  #paceNow(s: HostState, now = this.#opts.now()): number {
+    return s.pace * Math.exp(-(now - s.paceAt) / PACE_WINDOW_MS);
   }
 
   /**
@@ -263,12 +263,13 @@ export class EndpointGate {
         s.inFlight.delete(request);
         // A request we gave up on says nothing of how fast the host answers, nor that it does.
         if (!abandoned) {
-          s.answerMs = s.answerMs === 0 ? this.#opts.now() - request.at : 0.9 * s.answerMs + 0.1 * (this.#opts.now() - request.at);
+          const now = this.#opts.now();
+          s.answerMs = s.answerMs === 0 ? now - request.at : 0.9 * s.answerMs + 0.1 * (now - request.at);
           if (!failed) {
-            s.pace = this.#paceNow(s) + 1 / PACE_WINDOW_MS;
-            s.paceAt = this.#opts.now();
+            s.pace = this.#paceNow(s, now) + 1 / PACE_WINDOW_MS;
+            s.paceAt = now;
           }
-          s.cameBackAt = this.#opts.now();
+          s.cameBackAt = now;
           if (failed) this.#failed(host, s, request.at);
           else this.#answered(host, s);
         }

@@ -134,9 +134,14 @@ function rawWaits(client: postgres.Sql, query: { toSQL(): { sql: string; params:
 
 /** A row of a select of waits as postgres.js gives it: the wait's columns, and those of the signal that resolved it when joined. */
 function waitRowFromSql(r: Record<string, unknown>): WaitRow {
-  // The sequence is a bigint (postgres.js gives a BigInt; drizzle's column, a number).
-  const result = r.received_at == null ? null : { sequence: Number(r.sequence), payload: r.payload as string | null, receivedAt: new Date(String(r.received_at)) };
-  return { ...waitFromSql(r), result };
+  const result = r.received_at == null ? null : signalResultFromSql(r);
+  return Object.assign(waitFromSql(r), { result }); // not a copy of every column: this runs for every row of a page
+}
+
+/** The resolving signal's part of a wait (WaitRow.result), from its columns as Postgres gives them. */
+function signalResultFromSql(r: { sequence?: unknown; payload?: unknown; received_at?: unknown }): NonNullable<WaitRow["result"]> {
+  // The sequence is a bigint (postgres.js gives a BigInt; JSON and drizzle's column, a number).
+  return { sequence: Number(r.sequence), payload: r.payload as string | null, receivedAt: new Date(String(r.received_at)) };
 }
 
 const listQueries = new WeakMap<Db, Map<string, ReturnType<typeof buildListQueries>>>();
@@ -208,7 +213,7 @@ export interface WaitWithEventJson {
  * carries with its answer, and need not read it back.
  */
 export function waitWithEventFromJson(j: WaitWithEventJson): WaitWithEvent {
-  const result = j.result && { sequence: j.result.sequence, payload: j.result.payload, receivedAt: new Date(j.result.received_at) };
+  const result = j.result && signalResultFromSql(j.result);
   return { wait: { ...waitFromSql(j.wait), result }, event: { id: j.event.id, type: j.event.type, occurredAt: new Date(j.event.occurred_at) } };
 }
 
