@@ -118,6 +118,7 @@ export function createApp(deps: AppDeps) {
   });
   // Bursts are capped per sender before anything else is done for them, burst twice the rate.
   const rate = (perS: number) => (perS > 0 ? { perS, burst: 2 * perS } : null);
+  const bodyTooLarge = () => new PayloadTooLargeError(`the body is larger than ${deps.config.SIGNALBOX_MAX_BODY_BYTES} bytes`);
   app.use(
     chain(
       rateLimit({
@@ -136,10 +137,23 @@ export function createApp(deps: AppDeps) {
       async function limitBody(c, next) {
         // Intake and approval links read and cap their raw bodies themselves, after their own credential.
         if (readsOwnBody(c.req.method, c.req.path)) return next();
+        // A body of declared length is judged by its header here, and one of no body skips the
+        // check: hono's bodyLimit first asks for the body stream, and @hono/node-server then
+        // builds the whole WHATWG Request (a web stream of the body, an AbortSignal) for every
+        // request, GETs included, and reads the body through it rather than straight from the
+        // socket. Node's parser reads no more body than the length declared. Chunked ones are
+        // counted as they come, by bodyLimit.
+        const method = c.req.method;
+        if (method === "GET" || method === "HEAD") return next(); // their bodies are never read
+        const declared = c.req.header("content-length");
+        if (declared !== undefined && c.req.header("transfer-encoding") === undefined) {
+          if (Number(declared) > deps.config.SIGNALBOX_MAX_BODY_BYTES) throw bodyTooLarge();
+          return next();
+        }
         return bodyLimit({
           maxSize: deps.config.SIGNALBOX_MAX_BODY_BYTES,
           onError: () => {
-            throw new PayloadTooLargeError(`the body is larger than ${deps.config.SIGNALBOX_MAX_BODY_BYTES} bytes`);
+            throw bodyTooLarge();
           },
         })(c, next);
       },
