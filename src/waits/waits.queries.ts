@@ -126,7 +126,10 @@ function rawWaits(client: postgres.Sql, query: { toSQL(): { sql: string; params:
   const { sql: text, params } = query.toSQL();
   return {
     async execute(values: Record<string, unknown>): Promise<WaitRow[]> {
-      const rows = await client.unsafe(text, fillPlaceholders(params, values) as never[], { prepare: false });
+      // Its values are strings and numbers, each typed by the statement (a cast, or the column it is
+      // compared with): sent with them in one round trip, not described first to learn their types
+      // (patches/postgres+*.patch, textParameters).
+      const rows = await client.unsafe(text, fillPlaceholders(params, values) as never[], { prepare: false, textParameters: true } as postgres.UnsafeQueryOptions);
       return rows.map(waitRowFromSql);
     },
   };
