@@ -73,6 +73,8 @@ export interface QueryFigures {
   slowest: string;
   /** CPU a request, over both sets: signalbox's and Postgres's (ms; NaN where not measured). */
   cpuMs: { service: number; postgres: number };
+  /** The service's young-generation collections over both sets, and their mean pause (its /metrics). */
+  youngGc: { count: number; meanMs: number };
 }
 
 export interface ScaleBenchResult {
@@ -261,10 +263,13 @@ async function pendingQuery(o: ScaleBenchOptions, name: string, filter: (i: numb
     if (now() - t > slowest.ms) slowest = { ms: now() - t, filter: filter(i) };
   };
   const pids = { service: o.servicePid, postmaster: o.postmasterPid };
+  const gcBefore = await youngCollections(o);
   const cpuBefore = cpuSnapshot(pids);
   const sequential: LoadResult = await closedLoop({ concurrency: 1, durationMs: Infinity, limit: QUERIES, op });
   const concurrent: LoadResult = await closedLoop({ concurrency: QUERY_CONCURRENCY, durationMs: Infinity, limit: QUERIES, op: (i) => op(i + QUERIES) });
   const cpu = cpuBetween(cpuBefore, cpuSnapshot(pids));
+  const gcAfter = await youngCollections(o);
+  const youngGc = { count: gcAfter.count - gcBefore.count, meanMs: ((gcAfter.seconds - gcBefore.seconds) * 1000) / (gcAfter.count - gcBefore.count) };
   const figures = {
     name,
     filters: new Set(Array.from({ length: 2 * QUERIES }, (_, i) => filter(i))).size,
@@ -274,12 +279,25 @@ async function pendingQuery(o: ScaleBenchOptions, name: string, filter: (i: numb
     failed: sequential.failed + concurrent.failed,
     slowest: `${slowest.filter} (${fmtMs(slowest.ms)})`,
     cpuMs: { service: (cpu.serviceS * 1000) / (2 * QUERIES), postgres: (cpu.postgresS * 1000) / (2 * QUERIES) },
+    youngGc,
   };
   o.log(
     `scale: ${name}: p50 ${fmtMs(figures.sequential.p50)} / p99 ${fmtMs(figures.sequential.p99)}, ${QUERY_CONCURRENCY} at once p99 ${fmtMs(figures.concurrent.p99)}; ` +
-      `CPU a request: signalbox ${fmtMs(figures.cpuMs.service)}, Postgres ${fmtMs(figures.cpuMs.postgres)}; slowest: ${figures.slowest}`,
+      `CPU a request: signalbox ${fmtMs(figures.cpuMs.service)}, Postgres ${fmtMs(figures.cpuMs.postgres)}; ` +
+      `young-generation collections ${youngGc.count}, mean pause ${fmtMs(youngGc.meanMs)}; slowest: ${figures.slowest}`,
   );
   return figures;
+}
+
+/**
+ * The service's young-generation collections so far, and the time they took (prom-client's
+ * nodejs_gc_duration_seconds, kind "minor"). A scavenge stops every request: with rows kept
+ * alive past their query (patches/postgres+*.patch) they took 9-13 ms each here, the four-at-once tail.
+ */
+async function youngCollections(o: ScaleBenchOptions): Promise<{ count: number; seconds: number }> {
+  const r = await o.api<string>("GET", "/metrics");
+  const read = (series: string) => Number(new RegExp(`^nodejs_gc_duration_seconds_${series}\\{kind="minor"\\} (\\S+)$`, "m").exec(String(r.body))?.[1] ?? 0);
+  return { count: read("count"), seconds: read("sum") };
 }
 
 /** Prints the scale figures next to pgbench's; true when every target is met. */
