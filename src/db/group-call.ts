@@ -7,12 +7,13 @@ interface Caller<I, O> {
 }
 
 /**
- * Group commit for any set-based statement: callers that arrive while every slot has a call in
- * flight wait for a free slot, then go together in one call (their items concatenated, each
- * caller answered with its own slice). Under light load a call goes at once, alone, so nothing
- * waits for a timer; under load, many small callers (delivery jobs of a few callbacks each)
- * share one round trip and one commit. A Postgres error (it has a SQLSTATE) in a shared call
- * sends each caller again alone, so one bad caller cannot fail its neighbours.
+ * Group commit for any set-based statement: callers that arrive in the same turn of the event
+ * loop, or while every slot has a call in flight, go together in one call (their items
+ * concatenated, each caller answered with its own slice). Under light load a call goes at once
+ * (a microtask later), so nothing waits for a timer; under load, many small callers (delivery
+ * jobs of a few callbacks each) share one round trip and one commit. A Postgres error (it has a
+ * SQLSTATE) in a shared call sends each caller again alone, so one bad caller cannot fail its
+ * neighbours.
  */
 export class GroupCall<I, O> {
   readonly #run: (items: I[]) => Promise<O[]>;
@@ -20,6 +21,7 @@ export class GroupCall<I, O> {
   readonly #maxItems: number;
   #queue: Array<Caller<I, O>> = [];
   #inFlight = 0;
+  #pumpQueued = false;
 
   constructor(run: (items: I[]) => Promise<O[]>, opts: { slots: number; maxItems: number }) {
     this.#run = run;
@@ -31,7 +33,16 @@ export class GroupCall<I, O> {
     if (items.length === 0) return Promise.resolve([]);
     return new Promise((resolve, reject) => {
       this.#queue.push({ items, resolve, reject });
-      this.#pump();
+      // A microtask later, not now: callers of the same turn (a job recording each of its
+      // callbacks as a caller of its own) then take one call, where the first two of them took
+      // a free slot each, alone.
+      if (!this.#pumpQueued) {
+        this.#pumpQueued = true;
+        queueMicrotask(() => {
+          this.#pumpQueued = false;
+          this.#pump();
+        });
+      }
     });
   }
 

@@ -24,9 +24,10 @@ function recorder(opts: { slots: number; maxItems: number }) {
 const tick = () => new Promise((r) => setImmediate(r));
 
 describe("GroupCall", () => {
-  it("sends a caller at once while a slot is free, and those who came meanwhile together, each answered with its own slice", async () => {
+  it("sends a caller at once (a microtask later) while a slot is free, and those who came meanwhile together, each answered with its own slice", async () => {
     const { group, calls } = recorder({ slots: 1, maxItems: 10 });
     const first = group.call([1, 2]);
+    await Promise.resolve();
     expect(calls.map((c) => c.items)).toEqual([[1, 2]]);
     const second = group.call([3]);
     const third = group.call([4, 5]);
@@ -39,15 +40,25 @@ describe("GroupCall", () => {
     expect(await third).toEqual([40, 50]);
   });
 
+  it("sends the callers of one turn in one call, though slots are free", async () => {
+    const { group, calls } = recorder({ slots: 2, maxItems: 10 });
+    const callers = [[1], [2], [3, 4]].map((items) => group.call(items));
+    await Promise.resolve();
+    expect(calls.map((c) => c.items)).toEqual([[1, 2, 3, 4]]);
+    calls[0]!.done.resolve([10, 20, 30, 40]);
+    expect(await Promise.all(callers)).toEqual([[10], [20], [30, 40]]);
+  });
+
   it("keeps a caller's items together and a call within maxItems (a larger caller goes alone)", async () => {
     const { group, calls } = recorder({ slots: 1, maxItems: 3 });
     void group.call([0]);
     const callers = [[1, 2], [3], [4, 5, 6, 7], [8]].map((items) => group.call(items));
+    await Promise.resolve();
     for (let i = 0; i < 4; i++) {
       calls[i]!.done.resolve(calls[i]!.items.map((n) => n * 10));
       await tick();
     }
-    expect(calls.map((c) => c.items)).toEqual([[0], [1, 2, 3], [4, 5, 6, 7], [8]]);
+    expect(calls.map((c) => c.items)).toEqual([[0, 1, 2], [3], [4, 5, 6, 7], [8]]);
     expect(await Promise.all(callers)).toEqual([[10, 20], [30], [40, 50, 60, 70], [80]]);
   });
 
@@ -75,6 +86,6 @@ describe("GroupCall", () => {
     }, { slots: 1, maxItems: 10 });
     const results = await Promise.allSettled([group.call([1]), group.call([2]), group.call([3])]);
     expect(results.map((r) => r.status)).toEqual(["rejected", "rejected", "rejected"]);
-    expect(calls).toBe(2); // the first alone, then the two that waited, together
+    expect(calls).toBe(1); // the three of one turn, together
   });
 });
