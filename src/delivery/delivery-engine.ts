@@ -110,8 +110,18 @@ interface JobRun {
 /** What became of a callback at the endpoint gate: turned away, or sent and answered. */
 type Tried = Exclude<Admission, { kind: "send" }> | { kind: "answered"; attempt: AttemptResult };
 
-/** Reads and records in flight at once, and the callbacks one of them takes at most. */
+/** Reads and completions in flight at once, and the callbacks one of them takes at most. */
 const GROUPS = { slots: 2, maxItems: 500 };
+/**
+ * Records one at a time: those that come while one is in flight go together in the next. A
+ * burst's callbacks are answered one by one (most were let go of while queued at their
+ * endpoint), and a record costs Postgres mostly by the statement, not by the attempt: with two
+ * in flight, a timer burst recorded about 20 a statement. Three alternating pairs of timer
+ * bursts, one slot against two: Postgres's CPU a timeout 0.26-0.31 ms against 0.31-0.35,
+ * callbacks/s 2,249-2,931 against 2,025-2,450, callback p99 3.75-4.76 s against 4.32-5.23.
+ * What waits is the record (a reply's wake-up), never the callback.
+ */
+const RECORDS = { slots: 1, maxItems: 500 };
 
 /**
  * A request other than a callback batch (a notification, a sensor poll), sent through the
@@ -184,7 +194,7 @@ export class DeliveryEngine implements CallbackHandOff {
       const found = new Map((await findWaitsWithEvents(deps.db, [...new Set(ids)])).map((f) => [f.wait.id, f]));
       return ids.map((id) => found.get(id));
     }, GROUPS);
-    this.#records = new GroupCall((items) => recordAttempts(deps, items), GROUPS);
+    this.#records = new GroupCall((items) => recordAttempts(deps, items), RECORDS);
     this.#completions = new GroupCall(async (ids) => (await completeHandedOff(deps.db, ids), ids.map(() => undefined)), GROUPS);
     const metrics = deps.metrics;
     this.gate = new EndpointGate({
