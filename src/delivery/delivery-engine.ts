@@ -152,6 +152,8 @@ export interface DeliveryEngineOptions {
   perEndpoint: number;
   /** Failed attempts in a row after which an endpoint is backed off as a whole. */
   failuresToBackOff: number;
+  /** Callbacks handed off and not settled yet, at most (default HAND_OFF_ROOM). */
+  handOffRoom?: number;
 }
 
 /**
@@ -165,6 +167,7 @@ export interface DeliveryEngineOptions {
 export class DeliveryEngine implements CallbackHandOff {
   readonly dueInS = HANDED_OFF_DUE_S;
   readonly #deps: DeliveryDeps;
+  readonly #handOffRoom: number;
   readonly gate: EndpointGate;
   /** Requests let go of (still in flight after LET_GO_AFTER_MS): aborted when the worker stops. */
   readonly #background = new Set<Promise<unknown>>();
@@ -185,11 +188,12 @@ export class DeliveryEngine implements CallbackHandOff {
   readonly #records: GroupCall<AttemptToRecord, Recorded | undefined>;
   /** Completions of the jobs handed off, shared as the records are. */
   readonly #completions: GroupCall<string, undefined>;
-  /** Callbacks handed off (take) whose job has not settled them yet (HAND_OFF_ROOM). */
+  /** Callbacks handed off (take) whose job has not settled them yet (#handOffRoom at most). */
   #handedOff = 0;
 
   constructor(deps: DeliveryDeps, opts: DeliveryEngineOptions) {
     this.#deps = deps;
+    this.#handOffRoom = opts.handOffRoom ?? HAND_OFF_ROOM;
     this.#reads = new GroupCall(async (ids) => {
       const found = new Map((await findWaitsWithEvents(deps.db, [...new Set(ids)])).map((f) => [f.wait.id, f]));
       return ids.map((id) => found.get(id));
@@ -211,7 +215,7 @@ export class DeliveryEngine implements CallbackHandOff {
   }
 
   hasRoom(): boolean {
-    return this.#handedOff < HAND_OFF_ROOM && !this.#stopped.signal.aborted;
+    return this.#handedOff < this.#handOffRoom && !this.#stopped.signal.aborted;
   }
 
   /**

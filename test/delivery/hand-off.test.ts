@@ -82,6 +82,41 @@ describe("a signal's callback, handed off", () => {
     expect(wakeUps).toEqual([]);
   });
 
+  it("goes to the workers instead while the process has as many under way as it has room for, and only until they are let go of", async () => {
+    const idle = await startTestApp({ worker: false });
+    let answer!: () => void;
+    const held = new Promise<void>((resolve) => (answer = resolve));
+    const hung = await startCallbackReceiver(() => held.then(() => 204));
+    closers.push(
+      () => idle.close(),
+      () => (answer(), hung.close()),
+    );
+    await declareType(idle, "approval");
+    await idle.database.sql`insert into graphile_worker._private_tasks (identifier) values ('deliver_callback') on conflict do nothing`;
+    const engine = new DeliveryEngine(idle.deps, { perEndpoint: 16, failuresToBackOff: 1000, handOffRoom: 2 });
+    closers.push(() => engine.stop());
+    const batcher = new IntakeBatcher(idle.deps.db, { handOff: engine });
+    const runs = ["room-1", "room-2", "room-3"];
+    const waits = [];
+    for (const run of runs) waits.push((await openWait(idle, run, { signal: "approval", callback_url: hung.url }, 201)).body);
+
+    // One at a time: the first two are handed off and hang at their endpoint; the third finds no room.
+    for (const [i, run] of runs.entries()) {
+      const item: IntakeItem = { id: newId("sg"), runId: run, signal: "approval", payload: "{}", payloadHash: null, idempotencyKey: null, bufferTtlS: 0 };
+      expect(await batcher.accept(item)).toMatchObject({ outcome: "received", waitId: waits[i]!.id });
+    }
+    expect(engine.hasRoom()).toBe(false);
+    await hung.waitFor(2);
+    // Owed by jobs due later: their handed-off jobs, or (let go of already) jobs of their own.
+    const jobs = await callbackJobs(idle.database.sql);
+    const waitIds = (payload: unknown) => (Array.isArray(payload) ? payload : [payload]).map((c) => (typeof c === "string" ? c : (c as { id: string }).id));
+    expect(jobs.filter((j) => j.due_in_s > 5).flatMap((j) => waitIds(j.payload)).sort()).toEqual([waits[0]!.id, waits[1]!.id].sort());
+    expect(jobs.filter((j) => j.due_in_s <= 0).map((j) => j.payload)).toEqual([[waits[2]!.id]]); // as add_jobs queues it, due now
+    // Let go of after a second (jobs due after their time limit keep them owed): room again, though they still hang.
+    await waitFor("room again", async () => engine.hasRoom(), { until: (room) => room, timeoutMs: 5_000 });
+    expect(hung.received).toHaveLength(2);
+  });
+
   it("goes out from the service's own intake (its worker running)", async () => {
     const wait = (await openWait(app, "hand-off-3", { signal: "approval", callback_url: receiver.url }, 201)).body;
     const before = receiver.received.length;
