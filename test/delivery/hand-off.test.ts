@@ -7,7 +7,7 @@ import { acceptSignalsHandingOff, type IntakeItem } from "../../src/signals/acce
 import { findWaitWithEvent, waitWithEventFromJson, type WaitWithEventJson } from "../../src/waits/waits.queries.ts";
 import { IntakeBatcher } from "../../src/signals/intake-batcher.ts";
 import { startCallbackReceiver } from "../helpers/callback-receiver.ts";
-import { advanceClock } from "../helpers/clock.ts";
+import { advanceClock, runDueJobs } from "../helpers/clock.ts";
 import { declareType, intake, openWait } from "../helpers/http.ts";
 import { killServices, onDatabase, startService } from "../helpers/service-process.ts";
 import { createTestDatabase, startTestApp, type TestApp } from "../helpers/test-app.ts";
@@ -237,5 +237,75 @@ describe("SIGKILL while a handed-off callback is in flight", () => {
     await waitFor("the job completed", () => callbackJobs(sql), { until: (jobs) => jobs.length === 0 });
     second.child.kill("SIGTERM");
     await second.exited;
+  });
+});
+
+describe("a handed-off callback whose record is cut off", () => {
+  // The record completes the handed-off job in its own transaction, the job first: while the
+  // record waits (here for a row another session holds), the job is locked, and no worker takes
+  // it. Once that transaction is gone (its backend killed), the job is due again in time.
+  it("is sent again by the worker that runs its job, with the same webhook-id, and its attempt is recorded once", async () => {
+    const idle = await startTestApp({ worker: false });
+    let answer!: () => void;
+    const held = new Promise<void>((resolve) => (answer = resolve));
+    const receiver = await startCallbackReceiver((n) => (n === 1 ? held.then(() => 204) : 204));
+    closers.push(
+      () => idle.close(),
+      () => (answer(), receiver.close()),
+    );
+    await declareType(idle, "approval");
+    await idle.database.sql`insert into graphile_worker._private_tasks (identifier) values ('deliver_callback') on conflict do nothing`;
+    const engine = new DeliveryEngine(idle.deps, { perEndpoint: 16, failuresToBackOff: 1000 });
+    closers.push(() => engine.stop());
+    const batcher = new IntakeBatcher(idle.deps.db, { handOff: engine });
+    const wait = (await openWait(idle, "cut-record", { signal: "approval", callback_url: receiver.url }, 201)).body;
+    const item: IntakeItem = { id: newId("sg"), runId: "cut-record", signal: "approval", payload: "{}", payloadHash: null, idempotencyKey: null, bufferTtlS: 0 };
+    expect(await batcher.accept(item)).toMatchObject({ outcome: "received", waitId: wait.id });
+    const [first] = await receiver.waitFor(1);
+
+    // Another session holds the wait's row: the record, once the answer comes, waits for it.
+    const locker = postgres(idle.databaseUrl, { max: 1, onnotice: () => {} });
+    closers.push(() => locker.end());
+    let unlock!: () => void;
+    const unlocked = new Promise<void>((resolve) => (unlock = resolve));
+    let rowHeld!: () => void;
+    const holdingRow = new Promise<void>((resolve) => (rowHeld = resolve));
+    const holding = locker.begin(async (tx) => {
+      await tx`select 1 from signalbox.waits where id = ${wait.id} for update`;
+      rowHeld();
+      await unlocked;
+    });
+    await holdingRow;
+    answer();
+    const recordWaiting = () =>
+      idle.database.sql<{ pid: number }[]>`
+        select pid from pg_stat_activity
+        where wait_event_type = 'Lock' and query like '%record_delivery_attempts(%' and pid <> pg_backend_pid()`;
+    const [stalled] = await waitFor("the record waiting for the row", recordWaiting, { until: (rows) => rows.length > 0 });
+    const [job] = await callbackJobs(idle.database.sql);
+    expect(job).toMatchObject({ payload: [{ id: wait.id, attempts: 0, round: 0 }] });
+    const [locked] = await idle.database.sql<{ n: number }[]>`
+      select count(*)::int as n from graphile_worker._private_jobs where id = ${job!.id}::bigint and ctid in (select ctid from graphile_worker._private_jobs for update skip locked)`;
+    expect(locked!.n).toBe(0); // the record's transaction holds it: no worker can take it meanwhile
+
+    // Its backend killed: the record rolls back, the job with it, and the engine records the attempt alone (waiting again).
+    await idle.database.sql`select pg_terminate_backend(${stalled!.pid})`;
+    await waitFor("the attempt recorded alone, waiting again", recordWaiting, { until: (rows) => rows.some((r) => r.pid !== stalled!.pid) });
+    await advanceClock(idle, 11);
+    const worker = runDueJobs(idle); // a worker with an engine of its own, as another process's
+    const callbacks = await receiver.waitFor(2);
+    expect(callbacks[1]!.json.wait.id).toBe(wait.id);
+    expect(callbacks[1]!.headers["webhook-id"]).toBe(first!.headers["webhook-id"]);
+    unlock();
+    await holding;
+    await worker;
+
+    await waitFor("the attempt recorded", () => idle.database.sql<{ delivery_status: string }[]>`select delivery_status from signalbox.waits where id = ${wait.id}`, {
+      until: ([w]) => w?.delivery_status === "delivered",
+    });
+    const [recorded] = await idle.database.sql<{ n: number; attempts: number }[]>`
+      select count(*)::int as n, max(w.delivery_attempts)::int as attempts from signalbox.delivery_attempts a join signalbox.waits w on w.id = a.wait_id where a.wait_id = ${wait.id}`;
+    expect(recorded).toEqual({ n: 1, attempts: 1 });
+    expect(await callbackJobs(idle.database.sql)).toEqual([]);
   });
 });
