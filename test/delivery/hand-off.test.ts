@@ -45,6 +45,32 @@ const callbackJobs = (sql: postgres.Sql) =>
     from graphile_worker._private_jobs j join graphile_worker._private_tasks t on t.id = j.task_id
     where t.identifier = 'deliver_callback' order by j.id`;
 
+/** A signal for `run` as intake gives it to the batcher (an approval, no idempotency key). */
+const signalItem = (run: string, payload = "{}"): IntakeItem => ({ id: newId("sg"), runId: run, signal: "approval", payload, payloadHash: null, idempotencyKey: null, bufferTtlS: 0 });
+
+/**
+ * An app with no worker, and intake handing its callbacks to a delivery engine of the test's:
+ * only that engine delivers, and nothing NOTIFYs "jobs:insert" (a worker's heartbeat queues the sweep).
+ */
+async function handingOffApp(opts: { handOffRoom?: number } = {}) {
+  const idle = await startTestApp({ worker: false });
+  closers.push(() => idle.close());
+  await declareType(idle, "approval");
+  await idle.database.sql`insert into graphile_worker._private_tasks (identifier) values ('deliver_callback') on conflict do nothing`; // as a worker's start does
+  const engine = new DeliveryEngine(idle.deps, { perEndpoint: 16, failuresToBackOff: 1000, ...opts });
+  closers.push(() => engine.stop());
+  return { idle, engine, batcher: new IntakeBatcher(idle.deps.db, { handOff: engine }) };
+}
+
+/** A receiver that holds its answers to the callbacks `held` picks until `answer()`. */
+async function holdingReceiver(held: (n: number) => boolean) {
+  let answer!: () => void;
+  const answered = new Promise<void>((resolve) => (answer = resolve));
+  const receiver = await startCallbackReceiver((n) => (held(n) ? answered.then(() => 204) : 204));
+  closers.push(() => (answer(), receiver.close()));
+  return { receiver, answer };
+}
+
 describe("a signal's callback, handed off", () => {
   let app: TestApp;
   let receiver: Awaited<ReturnType<typeof startCallbackReceiver>>;
@@ -56,23 +82,14 @@ describe("a signal's callback, handed off", () => {
   });
 
   it("goes out from the process that took the signal, with no worker running: no NOTIFY wakes the workers, and its job is gone once it is delivered", async () => {
-    // No worker: nothing else here NOTIFYs "jobs:insert" (a worker's heartbeat queues the sweep),
-    // and only this process's delivery engine can deliver.
-    const idle = await startTestApp({ worker: false });
-    closers.push(() => idle.close());
-    await declareType(idle, "approval");
-    await idle.database.sql`insert into graphile_worker._private_tasks (identifier) values ('deliver_callback') on conflict do nothing`; // as a worker's start does
-    const engine = new DeliveryEngine(idle.deps, { perEndpoint: 16, failuresToBackOff: 1000 });
-    closers.push(() => engine.stop());
-    const batcher = new IntakeBatcher(idle.deps.db, { handOff: engine });
+    const { idle, batcher } = await handingOffApp();
     const wait = (await openWait(idle, "hand-off-1", { signal: "approval", callback_url: receiver.url }, 201)).body;
     const listener = postgres(idle.databaseUrl, { max: 1, onnotice: () => {} });
     closers.push(() => listener.end());
     const wakeUps: string[] = [];
     await listener.listen("jobs:insert", (payload) => wakeUps.push(payload));
 
-    const item: IntakeItem = { id: newId("sg"), runId: "hand-off-1", signal: "approval", payload: '{"ok":true}', payloadHash: null, idempotencyKey: null, bufferTtlS: 0 };
-    expect(await batcher.accept(item)).toMatchObject({ outcome: "received", waitId: wait.id });
+    expect(await batcher.accept(signalItem("hand-off-1", '{"ok":true}'))).toMatchObject({ outcome: "received", waitId: wait.id });
     const [callback] = await receiver.waitFor(1);
     expect(callback!.json).toMatchObject({ type: "signal.received", wait: { id: wait.id, status: "received" } });
     await waitFor("the handed-off job completed", () => callbackJobs(idle.database.sql), { until: (jobs) => jobs.length === 0 });
@@ -83,28 +100,14 @@ describe("a signal's callback, handed off", () => {
   });
 
   it("goes to the workers instead while the process has as many under way as it has room for, and only until they are let go of", async () => {
-    const idle = await startTestApp({ worker: false });
-    let answer!: () => void;
-    const held = new Promise<void>((resolve) => (answer = resolve));
-    const hung = await startCallbackReceiver(() => held.then(() => 204));
-    closers.push(
-      () => idle.close(),
-      () => (answer(), hung.close()),
-    );
-    await declareType(idle, "approval");
-    await idle.database.sql`insert into graphile_worker._private_tasks (identifier) values ('deliver_callback') on conflict do nothing`;
-    const engine = new DeliveryEngine(idle.deps, { perEndpoint: 16, failuresToBackOff: 1000, handOffRoom: 2 });
-    closers.push(() => engine.stop());
-    const batcher = new IntakeBatcher(idle.deps.db, { handOff: engine });
+    const { receiver: hung } = await holdingReceiver(() => true);
+    const { idle, engine, batcher } = await handingOffApp({ handOffRoom: 2 });
     const runs = ["room-1", "room-2", "room-3"];
     const waits = [];
     for (const run of runs) waits.push((await openWait(idle, run, { signal: "approval", callback_url: hung.url }, 201)).body);
 
     // One at a time: the first two are handed off and hang at their endpoint; the third finds no room.
-    for (const [i, run] of runs.entries()) {
-      const item: IntakeItem = { id: newId("sg"), runId: run, signal: "approval", payload: "{}", payloadHash: null, idempotencyKey: null, bufferTtlS: 0 };
-      expect(await batcher.accept(item)).toMatchObject({ outcome: "received", waitId: waits[i]!.id });
-    }
+    for (const [i, run] of runs.entries()) expect(await batcher.accept(signalItem(run))).toMatchObject({ outcome: "received", waitId: waits[i]!.id });
     expect(engine.hasRoom()).toBe(false);
     await hung.waitFor(2);
     // Owed by jobs due later: their handed-off jobs, or (let go of already) jobs of their own.
@@ -130,8 +133,7 @@ describe("a signal's callback, handed off", () => {
     const payload = JSON.stringify({ note: "déjà vu ✓", nested: { list: [1, 2.5, null, "x"] }, big: 12345678901234567890 });
     const spec = { signal: "approval", key: "same-body", callback_url: `${receiver.url}?q=1`, timeout_s: 3600, metadata: { customer: "c-1", region: "eu" } };
     const wait = (await openWait(app, "hand-off-same", spec, 201)).body;
-    const item: IntakeItem = { id: newId("sg"), runId: "hand-off-same", signal: "approval", payload, payloadHash: null, idempotencyKey: null, bufferTtlS: 0 };
-    const { answers, callbackJobs: jobs } = await acceptSignalsHandingOff(app.deps.db, [item], 30);
+    const { answers, callbackJobs: jobs } = await acceptSignalsHandingOff(app.deps.db, [signalItem("hand-off-same", payload)], 30);
     expect(answers).toMatchObject([{ outcome: "received", waitId: wait.id }]);
     expect(jobs).toMatchObject([{ waitIds: [wait.id] }]);
     const handedOff = owedCallback(waitWithEventFromJson(jobs[0]!.read![0] as WaitWithEventJson));
@@ -245,22 +247,10 @@ describe("a handed-off callback whose record is cut off", () => {
   // record waits (here for a row another session holds), the job is locked, and no worker takes
   // it. Once that transaction is gone (its backend killed), the job is due again in time.
   it("is sent again by the worker that runs its job, with the same webhook-id, and its attempt is recorded once", async () => {
-    const idle = await startTestApp({ worker: false });
-    let answer!: () => void;
-    const held = new Promise<void>((resolve) => (answer = resolve));
-    const receiver = await startCallbackReceiver((n) => (n === 1 ? held.then(() => 204) : 204));
-    closers.push(
-      () => idle.close(),
-      () => (answer(), receiver.close()),
-    );
-    await declareType(idle, "approval");
-    await idle.database.sql`insert into graphile_worker._private_tasks (identifier) values ('deliver_callback') on conflict do nothing`;
-    const engine = new DeliveryEngine(idle.deps, { perEndpoint: 16, failuresToBackOff: 1000 });
-    closers.push(() => engine.stop());
-    const batcher = new IntakeBatcher(idle.deps.db, { handOff: engine });
+    const { receiver, answer } = await holdingReceiver((n) => n === 1);
+    const { idle, batcher } = await handingOffApp();
     const wait = (await openWait(idle, "cut-record", { signal: "approval", callback_url: receiver.url }, 201)).body;
-    const item: IntakeItem = { id: newId("sg"), runId: "cut-record", signal: "approval", payload: "{}", payloadHash: null, idempotencyKey: null, bufferTtlS: 0 };
-    expect(await batcher.accept(item)).toMatchObject({ outcome: "received", waitId: wait.id });
+    expect(await batcher.accept(signalItem("cut-record"))).toMatchObject({ outcome: "received", waitId: wait.id });
     const [first] = await receiver.waitFor(1);
 
     // Another session holds the wait's row: the record, once the answer comes, waits for it.
