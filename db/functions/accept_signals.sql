@@ -173,8 +173,7 @@ $$;
 
 -- The waits accept_signals received, resolved: one row each for those whose callbacks were
 -- handed off (in accept_signals' shape: item null, answer 'callback_job'), with what the
--- callback carries, read after the resolve (this statement sees it): the wait as stored, its
--- resolution event and its signal (src/waits/waits.queries.ts, waitWithEventFromJson).
+-- callback carries (signalbox.callback_reads), read after the resolve: this statement sees it.
 CREATE OR REPLACE FUNCTION "signalbox"."receive_handing_off"(p_ids text[], p_signal_ids text[], p_rows tid[], p_hand_off_s double precision)
 RETURNS TABLE (item int, answer text, answer_signal_id text, answer_sequence bigint, answer_wait_id text, answer_run_id text, answer_job bigint, answer_callback json)
 LANGUAGE plpgsql AS $$
@@ -185,13 +184,8 @@ BEGIN
   SELECT array_agg(r.id), array_agg(r.callback_job) INTO v_waits, v_jobs
     FROM signalbox.resolve_waits(p_ids, 'received', p_signal_ids, '{}'::jsonb, p_rows, false, p_hand_off_s) r
     WHERE r.callback_job IS NOT NULL;
-  RETURN QUERY SELECT NULL::int, 'callback_job'::text, NULL::text, NULL::bigint, c.wait_id, NULL::text, c.job,
-      json_build_object('wait', to_json(w), 'event', json_build_object('id', e.id, 'type', e.type, 'occurred_at', e.occurred_at),
-        'result', CASE WHEN s.id IS NOT NULL THEN json_build_object('sequence', s.sequence, 'payload', s.payload, 'received_at', s.received_at) END)
-    FROM unnest(v_waits, v_jobs) AS c(wait_id, job)
-    JOIN signalbox.waits w ON w.id = c.wait_id
-    JOIN signalbox.events e ON e.id = w.resolution_event_id
-    LEFT JOIN signalbox.signals s ON s.id = w.signal_id;
+  RETURN QUERY SELECT NULL::int, 'callback_job'::text, NULL::text, NULL::bigint, c.wait_id, NULL::text, v_jobs[c.n], c.callback
+    FROM signalbox.callback_reads(v_waits) c;
 END;
 $$;
 

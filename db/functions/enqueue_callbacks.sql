@@ -65,6 +65,9 @@ $$;
 -- job: deleted, unless a worker has locked one meanwhile (it then runs it). Called by
 -- record_delivery_attempts in the transaction of their record, or alone (src/jobs/enqueue.ts).
 CREATE OR REPLACE FUNCTION "signalbox"."complete_handed_off"(p_job_ids bigint[])
-RETURNS void LANGUAGE sql AS $$
+RETURNS void LANGUAGE sql
+-- Planned once per session, every row reached by its key (as signalbox.callback_reads).
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off AS $$
   DELETE FROM graphile_worker._private_jobs j WHERE j.id = ANY (p_job_ids) AND j.locked_at IS NULL;
 $$;

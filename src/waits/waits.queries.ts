@@ -1,7 +1,7 @@
 import { and, asc, eq, fillPlaceholders, getTableColumns, sql, type SQL } from "drizzle-orm";
 import type postgres from "postgres";
 import { unprepared, unpreparedClient, type Db, type Queryable } from "../db/client.ts";
-import { events, signals, waits } from "../db/schema.ts";
+import { signals, waits } from "../db/schema.ts";
 import type { WaitRow, WaitRowOnly } from "./wait-view.ts";
 
 /** Waits with the signal that resolved them, in one query (never one query per wait). */
@@ -217,7 +217,7 @@ export interface WaitWithEventJson {
  */
 export function waitWithEventFromJson(j: WaitWithEventJson): WaitWithEvent {
   const result = j.result && signalResultFromSql(j.result);
-  return { wait: { ...waitFromSql(j.wait), result }, event: { id: j.event.id, type: j.event.type, occurredAt: new Date(j.event.occurred_at) } };
+  return { wait: Object.assign(waitFromSql(j.wait), { result }), event: { id: j.event.id, type: j.event.type, occurredAt: new Date(j.event.occurred_at) } };
 }
 
 /** Maps a raw `signalbox.waits` row (snake_case) to the drizzle row shape. */
@@ -258,32 +258,16 @@ export async function findWaitWithEvent(db: Db, id: string): Promise<WaitWithEve
   return (await findWaitsWithEvents(db, [id]))[0];
 }
 
-function waitsWithEventsQuery(db: Db) {
-  return db
-    .select({
-      ...getTableColumns(waits),
-      result: { sequence: signals.sequence, payload: signals.payload, receivedAt: signals.receivedAt },
-      event: { id: events.id, type: events.type, occurredAt: events.occurredAt },
-    })
-    .from(waits)
-    .leftJoin(signals, eq(signals.id, waits.signalId))
-    .innerJoin(events, eq(events.id, waits.resolutionEventId))
-    .where(sql`${waits.id} = any(array(select json_array_elements_text(${sql.placeholder("ids")}::json)))`)
-    .prepare("find_waits_with_events");
-}
-/** Built once per database handle: building a select of every column costs more than running it. */
-const waitsWithEvents = new WeakMap<Db, ReturnType<typeof waitsWithEventsQuery>>();
-
 /**
  * Several waits with their resolution events, in one query (the delivery engine reads a batch
- * of callbacks at once): one statement text whatever the count (ids go as one JSON parameter),
- * built once. Waits with no resolution event yet are left out.
+ * of callbacks at once), as intake reads those it hands off (signalbox.callback_reads, one
+ * statement text whatever the count: ids go as one JSON parameter). Waits with no resolution
+ * event yet are left out.
  */
 export async function findWaitsWithEvents(db: Db, ids: string[]): Promise<WaitWithEvent[]> {
   if (ids.length === 0) return [];
-  let query = waitsWithEvents.get(db);
-  if (!query) waitsWithEvents.set(db, (query = waitsWithEventsQuery(db)));
-  const rows = await query.execute({ ids: JSON.stringify(ids) });
-  const found = normalise(rows.map(({ event: _event, ...wait }) => wait));
-  return found.map((wait, i) => ({ wait, event: rows[i]!.event }));
+  const rows = await db.execute<{ callback: WaitWithEventJson }>(
+    sql`select callback from signalbox.callback_reads(array(select json_array_elements_text(${JSON.stringify(ids)}::json)))`,
+  );
+  return rows.map((r) => waitWithEventFromJson(r.callback));
 }
