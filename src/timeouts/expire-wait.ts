@@ -2,7 +2,7 @@ import { sql } from "drizzle-orm";
 import { withTransaction } from "../db/transaction.ts";
 import type { Deps } from "../deps.ts";
 import { debugPoint } from "../core/debug-point.ts";
-import type { Tx } from "../db/client.ts";
+import type { Db, Tx } from "../db/client.ts";
 import { armDeadlineAlarm } from "../jobs/deadline-alarm.ts";
 import { addJob, jobKeys } from "../jobs/enqueue.ts";
 import { lockRun } from "../runs/run-lock.ts";
@@ -11,14 +11,22 @@ import { findWait } from "../waits/waits.queries.ts";
 import { Limit } from "../core/limit.ts";
 
 /**
- * Expiry transactions in flight at once in this process. Every timer slot (8) may run a timeout
- * job when thousands fall due together, and each would hold one of the pool's connections (8
- * by default) for a batch of 1,000, or waiting for a run a batch has locked: the delivery
- * engine's reads and the API then waited for all of them to commit (measured: no callback
- * before 0.5 s). Two at a time take the same batches one after another, commit the first within
- * about 0.15 s, and leave the pool to the rest.
+ * Expiry transactions in flight at once on one database pool (a process's). Every timer slot (8)
+ * may run a timeout job when thousands fall due together, and each would hold one of the pool's
+ * connections (8 by default) for a batch of 1,000, or waiting for a run a batch has locked: the
+ * delivery engine's reads and the API then waited for all of them to commit (measured: no
+ * callback before 0.5 s). Two at a time take the same batches one after another, commit the
+ * first within about 0.15 s, and leave the pool to the rest. Per pool, not per module: two
+ * services in one process (as tests run them) each have their own, as two processes do.
  */
-const expiryLanes = new Limit(2);
+const EXPIRY_LANES = 2;
+const lanes = new WeakMap<Db, Limit>();
+
+function expiryLanes(db: Db): Limit {
+  let limit = lanes.get(db);
+  if (!limit) lanes.set(db, (limit = new Limit(EXPIRY_LANES)));
+  return limit;
+}
 
 /** Waits timed out per transaction when many come due at once. */
 export const EXPIRY_BATCH = 1000;
@@ -35,7 +43,7 @@ export async function expireWait(deps: Pick<Deps, "db" | "metrics">, waitId: str
   await debugPoint("expire-wait:read", waitId); // tests: the job has started; a signal may commit here
   const tookOwn = await expireDue(deps, waitId);
   // Usually a batch took this job's own wait; only otherwise look at it alone.
-  return tookOwn ? "timed_out" : expiryLanes.run(() => withTransaction(deps.db, (tx) => expireOwn(deps, tx, waitId)));
+  return tookOwn ? "timed_out" : expiryLanes(deps.db).run(() => withTransaction(deps.db, (tx) => expireOwn(deps, tx, waitId)));
 }
 
 /**
@@ -51,7 +59,7 @@ export async function runDeadlineAlarm(deps: Pick<Deps, "db" | "metrics">): Prom
 async function expireDue(deps: Pick<Deps, "db" | "metrics">, ownId?: string): Promise<boolean> {
   let tookOwn = false;
   for (let batch = 0; batch < 100; batch++) {
-    const step = await expiryLanes.run(() => withTransaction(deps.db, (tx) => expireDueBatch(deps, tx, ownId)));
+    const step = await expiryLanes(deps.db).run(() => withTransaction(deps.db, (tx) => expireDueBatch(deps, tx, ownId)));
     tookOwn ||= step.tookOwn;
     if (!step.more) break;
   }
