@@ -37,10 +37,10 @@ CREATE OR REPLACE FUNCTION "signalbox"."record_delivery_attempt"(
   p_reply jsonb DEFAULT NULL,      -- delivered: the answer's JSON body; NULL when none
   p_sent_ms_ago int DEFAULT NULL,  -- how long ago it was sent (a batch is recorded once its last answer came); NULL: p_duration_ms
   p_round_before int DEFAULT NULL) -- the wait's delivery_round when the attempt began (signalbox.sent_in_earlier_round)
-RETURNS TABLE (outcome text, attempt int, round_attempt int) LANGUAGE plpgsql
--- Planned once per session, every row reached by its key (as signalbox.callback_reads).
-SET plan_cache_mode = force_generic_plan
-SET enable_seqscan = off AS $$
+-- signalbox calls it only through record_delivery_attempts, whose settings it runs under (generic
+-- plans, every row reached by its key): settings of its own would be set and restored again on
+-- every call.
+RETURNS TABLE (outcome text, attempt int, round_attempt int) LANGUAGE plpgsql AS $$
 DECLARE
   v_attempt constant int := p_attempts_before + 1;
   v_status text;
