@@ -1,4 +1,5 @@
 import { hash, timingSafeEqual } from "node:crypto";
+import { keptFor } from "../core/kept-for.ts";
 
 /**
  * Constant-time check of a bearer token against the static keys: both sides are hashed to
@@ -17,11 +18,7 @@ const sha256 = (text: string) => hash("sha256", text, "buffer");
 
 /** The configured keys' digests, made once per list (the configuration's): not on every request. */
 const keyDigests = new WeakMap<readonly string[], Buffer[]>();
-function digestsOf(keys: readonly string[]): Buffer[] {
-  let digests = keyDigests.get(keys);
-  if (!digests) keyDigests.set(keys, (digests = keys.map(sha256)));
-  return digests;
-}
+const digestsOf = (keys: readonly string[]): Buffer[] => keptFor(keyDigests, keys, (k) => k.map(sha256));
 
 /** The token of an `Authorization: Bearer <token>` header, or undefined. */
 export function bearerToken(header: string | undefined): string | undefined {

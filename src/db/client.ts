@@ -3,6 +3,7 @@ import { drizzle, type PostgresJsDatabase } from "drizzle-orm/postgres-js";
 import { postgresJs } from "./connection-url.ts";
 import * as schema from "./schema.ts";
 import { guardedSockets } from "./silent-connections.ts";
+import { keptFor } from "../core/kept-for.ts";
 
 export type Db = PostgresJsDatabase<typeof schema>;
 /** A transaction handle: the same query surface as Db, bound to one connection. */
@@ -54,9 +55,7 @@ const unpreparedDbs = new WeakMap<Db, Db>();
  * deadline index and a sort take 1 ms). Costs a plan per call (under a millisecond).
  */
 export function unprepared(db: Db): Db {
-  let found = unpreparedDbs.get(db);
-  if (!found) unpreparedDbs.set(db, (found = drizzle(unpreparedClient(db), { schema })));
-  return found;
+  return keptFor(unpreparedDbs, db, () => drizzle(unpreparedClient(db), { schema }));
 }
 
 /** The postgres.js pool under a drizzle handle, its statements unnamed (planned for their values, as unprepared's). */

@@ -247,9 +247,8 @@ export class DeliveryEngine implements CallbackHandOff {
    */
   async deliver(callbacks: Array<string | CallbackAtAttempt>, abort?: AbortSignal, handedOff?: { jobId: string; found?: WaitWithEvent[] }): Promise<boolean> {
     const atAttempt = new Map(callbacks.filter((c) => typeof c !== "string").map((c) => [c.id, c]));
-    const ids = [...new Set(callbacks.map((c) => (typeof c === "string" ? c : c.id)))];
     const stillAt = (o: OwedCallback, at = atAttempt.get(o.waitId)) => !at || (at.attempts === o.attemptsBefore && at.round === o.roundBefore);
-    const found = handedOff?.found ?? (await this.#reads.call(ids));
+    const found = handedOff?.found ?? (await this.#reads.call([...new Set(callbacks.map((c) => (typeof c === "string" ? c : c.id)))]));
     const owed = found.map((f) => f && owedCallback(f)).filter((o): o is OwedCallback => o !== undefined && stillAt(o));
     // One signal for the batch's requests: the job's (the worker stopping) or the engine's.
     const signal = abort ? AbortSignal.any([abort, this.#stopped.signal]) : this.#stopped.signal;

@@ -1,13 +1,12 @@
 import { createHmac, createSecretKey, type KeyObject } from "node:crypto";
+import { keptFor } from "../core/kept-for.ts";
 
 /** Each signing key as a KeyObject, made once: createHmac re-imports a raw key on every call (a tenth of a callback's CPU). */
 const keyObjects = new WeakMap<Uint8Array, KeyObject>();
 
 function keyObject(key: Uint8Array): KeyObject | Uint8Array {
   if (key.length === 0) return key; // createSecretKey refuses an empty key; HMAC takes it
-  let k = keyObjects.get(key);
-  if (!k) keyObjects.set(key, (k = createSecretKey(key)));
-  return k;
+  return keptFor(keyObjects, key, (k) => createSecretKey(k));
 }
 
 /**

@@ -3,6 +3,7 @@ import type { Db } from "../db/client.ts";
 import type { Metrics } from "../core/metrics.ts";
 import type { CallbackHandOff } from "../jobs/callback-hand-off.ts";
 import { acceptSignals, acceptSignalsHandingOff, type IntakeItem, type IntakeItemAnswer } from "./accept-signals.ts";
+import { keptFor } from "../core/kept-for.ts";
 
 export type BatchItem = IntakeItem;
 export type BatchAnswer = IntakeItemAnswer;
@@ -148,7 +149,5 @@ const batchers = new WeakMap<Db, IntakeBatcher>();
  * leaving the rest to waits, reads and deliveries.
  */
 export function intakeBatcherFor(db: Db, poolSize: number, metrics?: Metrics, handOff?: CallbackHandOff): IntakeBatcher {
-  let b = batchers.get(db);
-  if (!b) batchers.set(db, (b = new IntakeBatcher(db, { metrics, handOff, slots: Math.max(1, Math.floor(poolSize / 2)) })));
-  return b;
+  return keptFor(batchers, db, () => new IntakeBatcher(db, { metrics, handOff, slots: Math.max(1, Math.floor(poolSize / 2)) }));
 }

@@ -9,6 +9,7 @@ import { lockRun } from "../runs/run-lock.ts";
 import { resolveWaits, type ResolvedWait } from "../waits/resolve-waits.ts";
 import { findWait } from "../waits/waits.queries.ts";
 import { Limit } from "../core/limit.ts";
+import { keptFor } from "../core/kept-for.ts";
 
 /**
  * Expiry transactions in flight at once on one database pool (a process's). Every timer slot (8)
@@ -22,11 +23,7 @@ import { Limit } from "../core/limit.ts";
 const EXPIRY_LANES = 2;
 const lanes = new WeakMap<Db, Limit>();
 
-function expiryLanes(db: Db): Limit {
-  let limit = lanes.get(db);
-  if (!limit) lanes.set(db, (limit = new Limit(EXPIRY_LANES)));
-  return limit;
-}
+const expiryLanes = (db: Db): Limit => keptFor(lanes, db, () => new Limit(EXPIRY_LANES));
 
 /** Waits timed out per transaction when many come due at once. */
 export const EXPIRY_BATCH = 1000;

@@ -3,6 +3,7 @@ import type postgres from "postgres";
 import { unprepared, unpreparedClient, type Db, type Queryable } from "../db/client.ts";
 import { signals, waits } from "../db/schema.ts";
 import type { WaitRow, WaitRowOnly } from "./wait-view.ts";
+import { keptFor } from "../core/kept-for.ts";
 
 /** Waits with the signal that resolved them, in one query (never one query per wait). */
 function selectWaits(q: Queryable) {
@@ -150,8 +151,7 @@ function signalResultFromSql(r: { sequence?: unknown; payload?: unknown; receive
 const listQueries = new WeakMap<Db, Map<string, ReturnType<typeof buildListQueries>>>();
 
 function listQueriesFor(db: Db, f: WaitFilter) {
-  let byShape = listQueries.get(db);
-  if (!byShape) listQueries.set(db, (byShape = new Map()));
+  const byShape = keptFor(listQueries, db, () => new Map());
   // Which filters are given, and whether the waits are open: their statements differ (buildListQueries).
   const given = (Object.keys(f) as Array<keyof WaitFilter>).filter((k) => f[k] !== undefined && !(k === "metadata" && Object.keys(f.metadata!).length === 0));
   const shape = `${given.sort().join(",")}${f.status === "waiting" ? ";open" : ""}`;
