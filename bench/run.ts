@@ -86,6 +86,8 @@ const NO_SAMPLES = summarize([]);
  * open as fast as plain ones", within the noise of one run.
  */
 const TARGETS = { signalsRatio: 0.12, resumeP99Ms: 10, timerP99Ms: 1000, timedWaitsOfPlain: 0.9, burstSignalsPerS: 3000 };
+/** The timer burst's phase, from its deadline until every callback arrived. */
+const TIMER_PHASE = "timeouts firing, until delivered";
 /** Give up on the timer phase when no timeout callback arrived for this long. */
 const TIMER_STALL_MS = 30_000;
 const TIMER_MAX_MS = 300_000;
@@ -527,7 +529,7 @@ total time ${((now() - t0) / 1000).toFixed(0)} s`);
     const slack = deadline - Date.now();
     log(`timer lag: all opened ${(slack / 1000).toFixed(1)} s before the deadline${slack < 1000 ? " (WARNING: too close; lag is overstated)" : ""}; waiting`);
     await new Promise((r) => setTimeout(r, Math.max(0, deadline - Date.now())));
-    tMissing = await measured("timeouts firing, until delivered", () => guard(waitForTimers(receiver, tWaitIds, appDb.url)), () => tWaitIds.length);
+    tMissing = await measured(TIMER_PHASE, () => guard(waitForTimers(receiver, tWaitIds, appDb.url)), () => tWaitIds.length);
     const timerLags = tWaitIds.map((id) => {
       const a = receiver.arrivals.get(id);
       return a ? a.at - deadline : Infinity;
@@ -636,6 +638,8 @@ total time ${((now() - t0) / 1000).toFixed(0)} s`);
   }
   if (dMissing) notes.push(`resume: ${dMissing} callbacks never arrived (counted as infinite latency)`);
   if (tMissing) notes.push(`timer: ${tMissing} callbacks never arrived (counted as infinite lag)`);
+  const timerPhase = phases.find((p) => p.name === TIMER_PHASE);
+  if (timerPhase) notes.push(timerCpuBound(timerPhase, os.availableParallelism(), TARGETS.timerP99Ms / 1000));
   if (service.lines.length > 0) notes.push(`signalbox wrote ${service.lines.length} log lines at warn or above`);
   if (notes.length > 0) console.log(`\nnotes:\n  ${notes.join("\n  ")}`);
   console.log(`\ntotal time ${((now() - t0) / 1000).toFixed(0)} s`);
@@ -669,6 +673,22 @@ console.log(
     ]),
   ),
 );
+}
+
+/**
+ * What the timer burst's CPU says of its lag: every timeout with its callback costs the machine
+ * this much (signalbox, Postgres and the receiver share the cores), so all of them take at least
+ * that much of the cores' time however they are scheduled. A lag target below it is out of reach
+ * until a timeout costs less, whatever the batches.
+ */
+function timerCpuBound(p: PhaseRecord, cores: number, targetS: number): string {
+  const ms = (s: number) => `${(s * 1000).toFixed(2)} ms`;
+  const perOp = (p.cpu.serviceS + p.cpu.postgresS + p.cpu.benchS) / p.ops;
+  return (
+    `timer burst: ${ms(perOp)} of CPU a timeout with its callback (signalbox ${ms(p.cpu.serviceS / p.ops)}, Postgres ${ms(p.cpu.postgresS / p.ops)}, ` +
+    `receiver ${ms(p.cpu.benchS / p.ops)}): the ${p.ops} take at least ${((perOp * p.ops) / cores).toFixed(2)} s of all ${cores} cores; ` +
+    `every callback within ${targetS} s needs at most ${ms((cores * targetS) / p.ops)} a timeout`
+  );
 }
 
 /** What each phase sent Postgres (BENCH_STATEMENTS), per operation. */
