@@ -647,32 +647,29 @@ total time ${((now() - t0) / 1000).toFixed(0)} s`);
   return results.every((row) => row[4] !== "FAIL");
 }
 
-/**
- * Waits for every timeout callback. Progress is callbacks arriving or waits timing out in the
- * database (callbacks may all queue behind the timeouts); gives up when neither moved for
- * TIMER_STALL_MS, or after TIMER_MAX_MS in all. Resolves with how many callbacks are missing.
- */
+/** CPU seconds as milliseconds, as the phases' figures are printed. */
+const cpuMs = (s: number) => (Number.isNaN(s) ? "n/a" : `${(s * 1000).toFixed(2)} ms`);
+
 /** The CPU each phase took, per operation, and (BENCH_STATEMENTS) the statements it sent. */
 function printPhases(phases: PhaseRecord[], statements: boolean) {
-console.log("\n== where the time went (CPU seconds per operation; % of all cores over the phase) ==");
-const ms = (x: number) => (Number.isNaN(x) ? "n/a" : `${(x * 1000).toFixed(2)} ms`);
-const pct = (x: number) => (Number.isNaN(x) ? "n/a" : `${(x * 100).toFixed(0)}%`);
-console.log(
-  table(
-    ["phase", "ops", "s", "machine busy", "other procs", "signalbox/op", "postgres/op", "load gen/op", ...(statements ? ["stmts/op"] : [])],
-    phases.map((p) => [
-      p.name,
-      String(p.ops),
-      p.seconds.toFixed(1),
-      pct(p.cpu.machineBusy),
-      pct(p.cpu.other),
-      ms(p.cpu.serviceS / p.ops),
-      ms(p.cpu.postgresS / p.ops),
-      ms(p.cpu.benchS / p.ops),
-      ...(statements ? [p.statements ? (p.statements.calls / p.ops).toFixed(1) : ""] : []),
-    ]),
-  ),
-);
+  console.log("\n== where the time went (CPU seconds per operation; % of all cores over the phase) ==");
+  const pct = (x: number) => (Number.isNaN(x) ? "n/a" : `${(x * 100).toFixed(0)}%`);
+  console.log(
+    table(
+      ["phase", "ops", "s", "machine busy", "other procs", "signalbox/op", "postgres/op", "load gen/op", ...(statements ? ["stmts/op"] : [])],
+      phases.map((p) => [
+        p.name,
+        String(p.ops),
+        p.seconds.toFixed(1),
+        pct(p.cpu.machineBusy),
+        pct(p.cpu.other),
+        cpuMs(p.cpu.serviceS / p.ops),
+        cpuMs(p.cpu.postgresS / p.ops),
+        cpuMs(p.cpu.benchS / p.ops),
+        ...(statements ? [p.statements ? (p.statements.calls / p.ops).toFixed(1) : ""] : []),
+      ]),
+    ),
+  );
 }
 
 /**
@@ -682,12 +679,11 @@ console.log(
  * until a timeout costs less, whatever the batches.
  */
 function timerCpuBound(p: PhaseRecord, cores: number, targetS: number): string {
-  const ms = (s: number) => `${(s * 1000).toFixed(2)} ms`;
   const perOp = (p.cpu.serviceS + p.cpu.postgresS + p.cpu.benchS) / p.ops;
   return (
-    `timer burst: ${ms(perOp)} of CPU a timeout with its callback (signalbox ${ms(p.cpu.serviceS / p.ops)}, Postgres ${ms(p.cpu.postgresS / p.ops)}, ` +
-    `receiver ${ms(p.cpu.benchS / p.ops)}): the ${p.ops} take at least ${((perOp * p.ops) / cores).toFixed(2)} s of all ${cores} cores; ` +
-    `every callback within ${targetS} s needs at most ${ms((cores * targetS) / p.ops)} a timeout`
+    `timer burst: ${cpuMs(perOp)} of CPU a timeout with its callback (signalbox ${cpuMs(p.cpu.serviceS / p.ops)}, Postgres ${cpuMs(p.cpu.postgresS / p.ops)}, ` +
+    `receiver ${cpuMs(p.cpu.benchS / p.ops)}): the ${p.ops} take at least ${((perOp * p.ops) / cores).toFixed(2)} s of all ${cores} cores; ` +
+    `every callback within ${targetS} s needs at most ${cpuMs((cores * targetS) / p.ops)} a timeout`
   );
 }
 
@@ -711,6 +707,11 @@ function printStatements(phases: PhaseRecord[], nested: boolean) {
   }
 }
 
+/**
+ * Waits for every timeout callback. Progress is callbacks arriving or waits timing out in the
+ * database (callbacks may all queue behind the timeouts); gives up when neither moved for
+ * TIMER_STALL_MS, or after TIMER_MAX_MS in all. Resolves with how many callbacks are missing.
+ */
 async function waitForTimers(receiver: CallbackReceiver, ids: string[], url: string): Promise<number> {
   const c = postgres(url, { max: 1, onnotice: () => {} });
   try {

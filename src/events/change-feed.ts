@@ -1,6 +1,7 @@
 import { ServiceUnavailableError } from "../core/errors.ts";
 import type { Log } from "../core/logger.ts";
 import type { Listener } from "../db/listen-connection.ts";
+import { keptFor } from "../core/kept-for.ts";
 
 /**
  * NOTIFY channels, sent inside the changing transaction. A run's payload is its id; a wait's is
@@ -86,8 +87,7 @@ export class ChangeFeed {
   watch(topic: Topic, signal: AbortSignal): { changed: Promise<void>; stop(): void } {
     let wake!: () => void;
     const changed = new Promise<void>((resolve) => (wake = resolve));
-    let set = this.#waiters.get(topic);
-    if (!set) this.#waiters.set(topic, (set = new Set()));
+    const set = keptFor(this.#waiters, topic, () => new Set());
     set.add(wake);
     const onAbort = () => wake();
     signal.addEventListener("abort", onAbort, { once: true });

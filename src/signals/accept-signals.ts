@@ -2,6 +2,7 @@ import { sql } from "drizzle-orm";
 import type { Queryable } from "../db/client.ts";
 import type { CallbackJob } from "../jobs/callback-hand-off.ts";
 import type { NewSignal } from "./signals.queries.ts";
+import { keptFor } from "../core/kept-for.ts";
 
 /** One authenticated, validated signal for signalbox.accept_signals. */
 export type IntakeItem = Omit<NewSignal, "outcome" | "waitId" | "validationErrors" | "bufferTtlS"> & {
@@ -58,9 +59,7 @@ async function accept(q: Queryable, items: IntakeItem[], handOffS: number | null
   let answered = 0;
   for (const r of rows) {
     if (r.answer === "callback_job") {
-      const id = String(r.answer_job);
-      let job = jobs.get(id);
-      if (!job) jobs.set(id, (job = { waitIds: [], read: [] }));
+      const job = keptFor(jobs, String(r.answer_job), () => ({ waitIds: [], read: [] }));
       job.waitIds.push(r.answer_wait_id!);
       job.read.push(r.answer_callback);
     } else {

@@ -155,9 +155,7 @@ function listQueriesFor(db: Db, f: WaitFilter) {
   // Which filters are given, and whether the waits are open: their statements differ (buildListQueries).
   const given = (Object.keys(f) as Array<keyof WaitFilter>).filter((k) => f[k] !== undefined && !(k === "metadata" && Object.keys(f.metadata!).length === 0));
   const shape = `${given.sort().join(",")}${f.status === "waiting" ? ";open" : ""}`;
-  let queries = byShape.get(shape);
-  if (!queries) byShape.set(shape, (queries = buildListQueries(db, f)));
-  return queries;
+  return keptFor(byShape, shape, () => buildListQueries(db, f));
 }
 
 /** The placeholders' values of waitConditions. */
