@@ -27,12 +27,18 @@ export interface BurstResult {
   missing: number;
 }
 
-/** `count` waits with a callback, then one signal each as fast as `senders` connections can. */
-export async function signalBurst(d: EngineBenchDeps, count: number, senders: number): Promise<BurstResult> {
+/** The burst's `count` waits, each with a callback: opened before the burst is measured (its CPU is not the burst's). */
+export async function openBurstWaits(d: EngineBenchDeps, count: number): Promise<string[]> {
   const runs = Array.from({ length: count }, (_, i) => `burst-${i}`);
   d.log(`signal burst: opening ${count} waits with callback_url`);
   const opened = await d.guard(closedLoop({ concurrency: d.concurrency, durationMs: Infinity, limit: count, op: (i) => d.openWait(runs[i]!, { callback_url: d.receiver.url }).then(() => {}) }));
   if (opened.failed > 0) throw new Error(`signal burst: ${opened.failed} waits failed to open`);
+  return runs;
+}
+
+/** One signal to each of the runs' waits (openBurstWaits) as fast as `senders` connections can. */
+export async function signalBurst(d: EngineBenchDeps, runs: string[], senders: number): Promise<BurstResult> {
+  const count = runs.length;
   d.log(`signal burst: ${count} signals from ${senders} senders`);
   const acks = new Map<string, number>();
   const sent = await d.guard(

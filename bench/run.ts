@@ -40,7 +40,7 @@ import { closedLoop, openLoop, type LoadResult } from "./load.ts";
 import { createDatabase, withDatabase, pgbenchVersion, runPgbench, serverVersion, startServer, statementStats, type StatementStats } from "./postgres.ts";
 import { CallbackReceiver } from "./receiver.ts";
 import { hostileBench, printHostile } from "./hostile.ts";
-import { isolation, signalBurst, type BurstResult, type IsolationResult } from "./engine.ts";
+import { isolation, openBurstWaits, signalBurst, type BurstResult, type IsolationResult } from "./engine.ts";
 import { printRetention, retentionBench } from "./retention.ts";
 import { printScale, scaleBench } from "./scale.ts";
 import { heapAfterGc, inspectorUrl, INSPECT_FLAG, isInspectorLine } from "./heap.ts";
@@ -88,6 +88,8 @@ const NO_SAMPLES = summarize([]);
 const TARGETS = { signalsRatio: 0.12, resumeP99Ms: 10, timerP99Ms: 1000, timedWaitsOfPlain: 0.9, burstSignalsPerS: 3000 };
 /** The timer burst's phase, from its deadline until every callback arrived. */
 const TIMER_PHASE = "timeouts firing, until delivered";
+/** The 16 senders' burst's phase, from its first signal until every callback arrived (the waits opened before it). */
+const BURST_PHASE = `signal burst (${BURST_SENDERS} senders), until delivered`;
 /** Give up on the timer phase when no timeout callback arrived for this long. */
 const TIMER_STALL_MS = 30_000;
 const TIMER_MAX_MS = 300_000;
@@ -554,7 +556,8 @@ total time ${((now() - t0) / 1000).toFixed(0)} s`);
   const engineDeps = { url: appDb.url, receiver, log, guard, openWait, sendSignal, concurrency: CONCURRENCY };
   let burst: BurstResult = { signals: 0, sendRate: NaN, latency: NO_SAMPLES, missing: 0 };
   if (want("burst")) {
-    burst = await measured(`signal burst (${BURST_SENDERS} senders), until delivered`, () => signalBurst(engineDeps, BURST_SIGNALS, BURST_SENDERS), (r) => r.signals);
+    const runs = await openBurstWaits(engineDeps, BURST_SIGNALS);
+    burst = await measured(BURST_PHASE, () => signalBurst(engineDeps, runs, BURST_SENDERS), (r) => r.signals);
     log(`signal burst: ${fmtRate(burst.sendRate)} signals/s; 202 → callback ${describeLatency(burst.latency)}${burst.missing ? `; ${burst.missing} missing` : ""}`);
   }
 
@@ -640,6 +643,8 @@ total time ${((now() - t0) / 1000).toFixed(0)} s`);
   if (tMissing) notes.push(`timer: ${tMissing} callbacks never arrived (counted as infinite lag)`);
   const timerPhase = phases.find((p) => p.name === TIMER_PHASE);
   if (timerPhase) notes.push(timerCpuBound(timerPhase, os.availableParallelism(), TARGETS.timerP99Ms / 1000));
+  const burstPhase = phases.find((p) => p.name === BURST_PHASE);
+  if (burstPhase) notes.push(burstCpuBound(burstPhase, os.availableParallelism(), TARGETS.burstSignalsPerS));
   if (service.lines.length > 0) notes.push(`signalbox wrote ${service.lines.length} log lines at warn or above`);
   if (notes.length > 0) console.log(`\nnotes:\n  ${notes.join("\n  ")}`);
   console.log(`\ntotal time ${((now() - t0) / 1000).toFixed(0)} s`);
@@ -672,6 +677,12 @@ function printPhases(phases: PhaseRecord[], statements: boolean) {
   );
 }
 
+/** A phase's CPU an operation across the machine, and who spent it (`bench`: what the bench's own share did). */
+function cpuPerOp(p: PhaseRecord, bench: string): { perOp: number; split: string } {
+  const perOp = (p.cpu.serviceS + p.cpu.postgresS + p.cpu.benchS) / p.ops;
+  return { perOp, split: `${cpuMs(perOp)} of CPU (signalbox ${cpuMs(p.cpu.serviceS / p.ops)}, Postgres ${cpuMs(p.cpu.postgresS / p.ops)}, ${bench} ${cpuMs(p.cpu.benchS / p.ops)})` };
+}
+
 /**
  * What the timer burst's CPU says of its lag: every timeout with its callback costs the machine
  * this much (signalbox, Postgres and the receiver share the cores), so all of them take at least
@@ -679,11 +690,23 @@ function printPhases(phases: PhaseRecord[], statements: boolean) {
  * until a timeout costs less, whatever the batches.
  */
 function timerCpuBound(p: PhaseRecord, cores: number, targetS: number): string {
-  const perOp = (p.cpu.serviceS + p.cpu.postgresS + p.cpu.benchS) / p.ops;
+  const { perOp, split } = cpuPerOp(p, "receiver");
   return (
-    `timer burst: ${cpuMs(perOp)} of CPU a timeout with its callback (signalbox ${cpuMs(p.cpu.serviceS / p.ops)}, Postgres ${cpuMs(p.cpu.postgresS / p.ops)}, ` +
-    `receiver ${cpuMs(p.cpu.benchS / p.ops)}): the ${p.ops} take at least ${((perOp * p.ops) / cores).toFixed(2)} s of all ${cores} cores; ` +
+    `timer burst: ${split} a timeout with its callback: the ${p.ops} take at least ${((perOp * p.ops) / cores).toFixed(2)} s of all ${cores} cores; ` +
     `every callback within ${targetS} s needs at most ${cpuMs((cores * targetS) / p.ops)} a timeout`
+  );
+}
+
+/**
+ * The same for the 16 senders' burst: a signal with its callback costs this much, so no rate
+ * above the cores' time over it is reachable; and how busy the burst kept them says how much of
+ * that ceiling it left unused (the senders wait on their 202s, intake on its batch's commit).
+ */
+function burstCpuBound(p: PhaseRecord, cores: number, targetPerS: number): string {
+  const { perOp, split } = cpuPerOp(p, "senders and receiver");
+  return (
+    `signal burst: ${split} a signal with its callback: at most ${fmtRate(cores / perOp)}/s on all ${cores} cores, which the burst kept ` +
+    `${(p.cpu.machineBusy * 100).toFixed(0)}% busy; ${fmtRate(targetPerS)}/s needs at most ${cpuMs(cores / targetPerS)} a signal`
   );
 }
 
